@@ -1,0 +1,111 @@
+"""Typed records for everything written to the store.
+
+One dataclass per row kind; field names equal the column names in
+`audit_core.schema`, so `dataclasses.asdict(record)` is an insertable row.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+
+def utc_now() -> dt.datetime:
+    """Naive UTC timestamp (DuckDB TIMESTAMP has no zone)."""
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+@dataclass(frozen=True)
+class DatasetRecord:
+    dataset_id: str
+    name: str
+    source: str
+    manifest_sha256: str
+    source_revision: str | None = None
+    notes: str | None = None
+    created_at: dt.datetime = field(default_factory=utc_now)
+
+
+@dataclass(frozen=True)
+class PromptRecord:
+    dataset_id: str
+    prompt_id: str
+    prompt: str
+    country: str | None = None
+    category: str | None = None
+    split: str | None = None
+
+
+@dataclass(frozen=True)
+class CandidateRecord:
+    dataset_id: str
+    prompt_id: str
+    candidate_id: str
+    canonical_index: int
+    source_model: str | None = None
+    image_path: str | None = None
+
+
+@dataclass(frozen=True)
+class RatingRecord:
+    dataset_id: str
+    candidate_id: str
+    outcome: str
+    value: float
+    n: int | None = None
+    pool: str = "all"
+
+
+@dataclass(frozen=True)
+class VoteRecord:
+    dataset_id: str
+    candidate_id: str
+    outcome: str
+    annotator: str
+    value: float
+    pool: str = "all"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: str
+    dataset_id: str
+    judge: str
+    kind: str
+    backend: str
+    status: str
+    model: str | None = None
+    model_revision: str | None = None
+    instruction_sha256: str | None = None
+    manifest_sha256: str | None = None
+    config_json: str | None = None
+    started_at: dt.datetime = field(default_factory=utc_now)
+    finished_at: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One judge call: what was shown (slot order) and what came back."""
+
+    run_id: str
+    prompt_id: str
+    order_index: int
+    slot_candidate_ids: list[str]
+    status: str
+    request_key: str
+    choice_label: str | None = None
+    chosen_candidate_id: str | None = None
+    ranking: list[str] | None = None
+    raw_output: str | None = None
+    parse_note: str | None = None
+    attempts: int = 1
+    seconds: float | None = None
+    input_json: str | None = None
+    created_at: dt.datetime = field(default_factory=utc_now)
+
+
+@dataclass(frozen=True)
+class ScoreRecord:
+    run_id: str
+    candidate_id: str
+    score: float
