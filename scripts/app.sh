@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Set up on first run, build the SIMULATED demo database if absent, open the app.
+# Extra arguments go to `streamlit run` (e.g. --server.port 8502 --server.headless true).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+.venv/bin/python -m runners.demo --db data/demo.duckdb
+exec .venv/bin/python -m streamlit run app.py "$@"
