@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from audit_core.errors import InputError
+from audit_core.orders import slot_labels
 from audit_core.ingest.pools import ImportedRun, ImportedScores, PoolSet
 
 # candidate field -> (outcome, field holding its annotation count)
@@ -30,6 +31,17 @@ RATING_FIELDS: dict[str, tuple[str, str]] = {
     "missing_implicit": ("missing_implicit", "n_missing_implicit"),
     "image_quality": ("image_quality", "n_image_quality"),
     "overall": ("overall", "n_overall"),
+}
+
+
+# call column -> the JudgeActs field it comes from (for error messages)
+CALL_FIELDS: dict[str, str] = {
+    "order_index": "permutation",
+    "slot_candidate_ids": "mapping",
+    "chosen_candidate_id": "selected_id",
+    "choice_label": "parsed.choice",
+    "ranking": "parsed.ranking",
+    "status": "parse_ok",
 }
 
 
@@ -73,6 +85,15 @@ def _number(value: object, where: dict, field: str) -> float:
     return float(value)
 
 
+def _count(value: object, where: dict, field: str) -> int | None:
+    """An annotation count: absent, or a positive integer."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"expected a positive integer, got {value!r}", field=field, **where)
+    return value
+
+
 def read_pools(path: str | Path, dataset_id: str, split: str | None = None) -> PoolSet:
     """Parse a derived split file into a PoolSet (no database access)."""
     path = Path(path)
@@ -92,16 +113,23 @@ def read_pools(path: str | Path, dataset_id: str, split: str | None = None) -> P
                 "country": obj.get("country"),
                 "category": obj.get("category"),
                 "split": split or obj.get("split") or path.stem,
+                "line": number,
             }
         )
         for k, cand in enumerate(_require(obj, "candidates", list, where)):
             if not isinstance(cand, dict):
                 raise InputError("expected an object", field=f"candidates[{k}]", **where)
-            cid = _require(cand, "id", str, {**where})
+            cid = _require(cand, "id", str, where)
             image = cand.get("image")
             image_path = str((root / image).resolve()) if image and (root / image).is_file() else None
             candidates.append(
-                {"prompt_id": pid, "candidate_id": cid, "source_model": cand.get("source_model"), "image_path": image_path}
+                {
+                    "prompt_id": pid,
+                    "candidate_id": cid,
+                    "source_model": cand.get("source_model"),
+                    "image_path": image_path,
+                    "line": number,
+                }
             )
             for key, (outcome, n_key) in RATING_FIELDS.items():
                 value = cand.get(key)
@@ -110,9 +138,15 @@ def read_pools(path: str | Path, dataset_id: str, split: str | None = None) -> P
                         raise InputError(f"candidate {cid!r} has no alignment rating", field=f"candidates[{k}].utility", **where)
                     continue
                 value = _number(value, where, f"candidates[{k}].{key}")
-                n = cand.get(n_key, cand.get("n_annotations"))
-                ratings.append({"candidate_id": cid, "outcome": outcome, "pool": "all", "value": value, "n": n})
-            for a, vote in enumerate(cand.get("alignment_ratings") or []):
+                n_field = n_key if n_key in cand else "n_annotations"
+                n = _count(cand.get(n_field), where, f"candidates[{k}].{n_field}")
+                ratings.append(
+                    {"candidate_id": cid, "outcome": outcome, "pool": "all", "value": value, "n": n, "line": number}
+                )
+            alignment_votes = cand.get("alignment_ratings") or []
+            if not isinstance(alignment_votes, list):
+                raise InputError(f"expected a list, got {alignment_votes!r}", field=f"candidates[{k}].alignment_ratings", **where)
+            for a, vote in enumerate(alignment_votes):
                 votes.append(
                     {
                         "candidate_id": cid,
@@ -120,6 +154,7 @@ def read_pools(path: str | Path, dataset_id: str, split: str | None = None) -> P
                         "pool": "all",
                         "annotator": str(a),
                         "value": _number(vote, where, f"candidates[{k}].alignment_ratings[{a}]"),
+                        "line": number,
                     }
                 )
     if not prompts:
@@ -130,7 +165,7 @@ def read_pools(path: str | Path, dataset_id: str, split: str | None = None) -> P
         prompts=pd.DataFrame(prompts),
         candidates=pd.DataFrame(candidates),
         ratings=pd.DataFrame(ratings).astype({"n": "Int64"}),
-        votes=pd.DataFrame(votes, columns=["candidate_id", "outcome", "pool", "annotator", "value"]),
+        votes=pd.DataFrame(votes, columns=["candidate_id", "outcome", "pool", "annotator", "value", "line"]),
     )
 
 
@@ -142,13 +177,25 @@ def read_run(path: str | Path, judge: str) -> ImportedRun:
         where = {"file": path, "line": number}
         pid = _require(obj, "prompt_id", str, where)
         order = _require(obj, "permutation", int, where)
+        if order < 0:
+            raise InputError(f"expected a non-negative integer, got {order}", field="permutation", **where)
         mapping = _require(obj, "mapping", dict, where)
         labels = sorted(mapping)
+        if not 2 <= len(labels) <= 26 or labels != slot_labels(len(labels)):
+            raise InputError(f"labels {labels} are not the slot labels A, B, C, …", field="mapping", **where)
         slots = [mapping[label] for label in labels]
         if not all(isinstance(s, str) for s in slots):
             raise InputError("every label must map to a candidate id", field="mapping", **where)
+        seconds = obj.get("seconds")
+        if seconds is not None:
+            seconds = _number(seconds, where, "seconds")
+        attempts = obj.get("attempts") or []
+        if not isinstance(attempts, list):
+            raise InputError(f"expected a list of earlier attempts, got {attempts!r}", field="attempts", **where)
         parsed = obj.get("parsed") if isinstance(obj.get("parsed"), dict) else {}
         raw = obj.get("raw_output")
+        if raw is not None and not isinstance(raw, str):
+            raise InputError(f"expected text, got {raw!r}", field="raw_output", **where)
         selected = obj.get("selected_id")
         choice = parsed.get("choice")
         ranking = parsed.get("ranking")
@@ -169,10 +216,11 @@ def read_run(path: str | Path, judge: str) -> ImportedRun:
         else:
             raise InputError("expected true or false", field="parse_ok", **where)
         flags = {k: obj[k] for k in ("json_valid", "schema_valid", "recovered") if k in obj}
-        note = obj.get("parse_error")
+        note = None if obj.get("parse_error") is None else str(obj["parse_error"])
         if note is None and flags:
             note = ", ".join(f"{k}={str(v).lower()}" for k, v in flags.items())
-        models.add(obj.get("model"))
+        if isinstance(obj.get("model"), str):
+            models.add(obj["model"])
         rows.append(
             {
                 "line": number,
@@ -185,8 +233,8 @@ def read_run(path: str | Path, judge: str) -> ImportedRun:
                 "ranking": list(ranking) if isinstance(ranking, list) else None,
                 "raw_output": raw,
                 "parse_note": note,
-                "attempts": 1 + len(obj.get("attempts") or []),
-                "seconds": obj.get("seconds"),
+                "attempts": 1 + len(attempts),
+                "seconds": seconds,
                 "input_json": json.dumps(
                     {k: obj[k] for k in ("image_count", "input_shapes") if k in obj}, sort_keys=True
                 ),
@@ -194,12 +242,12 @@ def read_run(path: str | Path, judge: str) -> ImportedRun:
         )
     if not rows:
         raise InputError("no calls found", file=path)
-    models.discard(None)
     return ImportedRun(
         judge=judge,
         source_file=str(path),
         calls=pd.DataFrame(rows),
         model=", ".join(sorted(models)) or None,
+        fields=CALL_FIELDS,
     )
 
 
@@ -213,6 +261,8 @@ def read_scores(path: str | Path, scorer: str) -> ImportedScores:
     except json.JSONDecodeError as err:
         raise InputError(f"not valid JSON ({err.msg}, line {err.lineno})", file=path, line=err.lineno) from err
     where = {"file": path}
+    if not isinstance(obj, dict):
+        raise InputError("expected a JSON object with 'scores'", **where)
     scores = _require(obj, "scores", dict, where)
     rows = [
         {"candidate_id": cid, "score": _number(v, where, f"scores.{cid}")} for cid, v in scores.items()

@@ -1,14 +1,20 @@
 """Validated pools and recorded calls, written to the store idempotently.
 
-Every importer builds a `PoolSet` (and optionally `ImportedRun`s) in memory,
-validates it, then writes everything in one transaction: either all of it lands
+Every importer builds a `PoolSet` (and optionally `ImportedRun`s and
+`ImportedScores`) in memory; `write_dataset` validates all of it before it opens
+the database, then writes everything in one transaction: either all of it lands
 or the database is left exactly as it was.
+
+Frames may carry an optional `line` column (the source line or row of each
+record); validation errors then name it. Extra columns are never written.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,9 +23,12 @@ import pandas as pd
 
 from audit_core import store
 from audit_core.errors import InputError
+from audit_core.orders import slot_labels
 from audit_core.records import DatasetRecord, RunRecord, utc_now
+from audit_core.schema import CALL_STATUSES
 
 MIN_POOL_SIZE = 2
+CHOSEN_STATUSES = ("ok", "recovered")
 
 
 @dataclass
@@ -30,6 +39,7 @@ class PoolSet:
     candidates: prompt_id, candidate_id, source_model, image_path
     ratings: candidate_id, outcome, pool, value, n
     votes: candidate_id, outcome, pool, annotator, value
+    (each optionally with `line`, the source line or row, for error messages)
     """
 
     dataset_id: str
@@ -48,6 +58,16 @@ class PoolSet:
     def manifest_sha256(self) -> str:
         return store.manifest_sha256(self.candidates, self.prompts)
 
+    def content_sha256(self) -> str:
+        """Hash of everything written for the pools (metadata, ratings, votes), order-free."""
+        parts = [
+            _frame_sha256(self.prompts, "prompts", ["prompt_id"]),
+            _frame_sha256(self.candidates, "candidates", ["candidate_id"]),
+            _frame_sha256(self.ratings, "ratings", ["candidate_id", "outcome", "pool"]),
+            _frame_sha256(self.votes, "votes", ["candidate_id", "outcome", "pool", "annotator"]),
+        ]
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
 
 @dataclass
 class ImportedRun:
@@ -55,7 +75,8 @@ class ImportedRun:
 
     calls: prompt_id, order_index, slot_candidate_ids, status, choice_label,
     chosen_candidate_id, ranking, raw_output, parse_note, attempts, seconds,
-    input_json.
+    input_json (optionally `line`). `fields` maps these column names to the
+    source's own field names, so errors speak the source's language.
     """
 
     judge: str
@@ -65,6 +86,7 @@ class ImportedRun:
     backend: str = "import"
     model: str | None = None
     config: dict = field(default_factory=dict)
+    fields: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -94,54 +116,148 @@ def with_canonical_index(candidates: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _line(frame: pd.DataFrame, mask: pd.Series) -> int | None:
+    """Source line of the first row where `mask` holds, when the frame records lines."""
+    if "line" not in frame.columns or not mask.any():
+        return None
+    return int(frame.loc[mask.to_numpy(), "line"].iloc[0])
+
+
 def check_pools(pools: PoolSet) -> None:
-    """Raise InputError unless every prompt has ≥2 candidates rated for alignment."""
-    source = pools.source
-    duplicated = pools.candidates["candidate_id"].duplicated()
-    if duplicated.any():
-        cid = pools.candidates.loc[duplicated, "candidate_id"].iloc[0]
-        raise InputError(f"candidate id {cid!r} appears twice", file=source, field="candidate_id")
-    sizes = pools.candidates.groupby("prompt_id").size()
-    small = sizes[sizes < MIN_POOL_SIZE]
-    if not small.empty:
-        raise InputError(
-            f"prompt {small.index[0]!r} has {int(small.iloc[0])} candidate(s); "
-            f"a pool needs at least {MIN_POOL_SIZE}",
-            file=source,
-            field="candidates",
+    """Raise InputError unless the pools are well formed.
+
+    Every prompt id is unique and has ≥ MIN_POOL_SIZE candidates; every candidate
+    id is unique, belongs to a known prompt and is rated for alignment in pool
+    'all'; every rating and vote value is finite; a vote's annotator appears once
+    per (candidate, outcome, pool).
+    """
+    source, prompts, candidates = pools.source, pools.prompts, pools.candidates
+
+    def fail(message: str, frame: pd.DataFrame, mask: pd.Series, fld: str) -> None:
+        raise InputError(message, file=source, line=_line(frame, mask), field=fld)
+
+    dup = prompts["prompt_id"].duplicated()
+    if dup.any():
+        fail(f"prompt id {prompts.loc[dup, 'prompt_id'].iloc[0]!r} appears twice", prompts, dup, "prompt_id")
+    dup = candidates["candidate_id"].duplicated()
+    if dup.any():
+        cid = candidates.loc[dup, "candidate_id"].iloc[0]
+        fail(f"candidate id {cid!r} appears twice", candidates, dup, "candidate_id")
+    orphan = ~candidates["prompt_id"].isin(prompts["prompt_id"])
+    if orphan.any():
+        pid = candidates.loc[orphan, "prompt_id"].iloc[0]
+        fail(f"candidate of unknown prompt {pid!r}", candidates, orphan, "prompt_id")
+    sizes = candidates.groupby("prompt_id").size().reindex(prompts["prompt_id"], fill_value=0)
+    small = prompts["prompt_id"].map(sizes) < MIN_POOL_SIZE
+    if small.any():
+        pid = prompts.loc[small, "prompt_id"].iloc[0]
+        fail(
+            f"prompt {pid!r} has {int(sizes[pid])} candidate(s); a pool needs at least {MIN_POOL_SIZE}",
+            prompts,
+            small,
+            "candidates",
         )
-    no_pool = set(pools.prompts["prompt_id"]) - set(sizes.index)
-    if no_pool:
-        raise InputError(
-            f"prompt {sorted(no_pool)[0]!r} has no candidates", file=source, field="candidates"
-        )
-    aligned = pools.ratings.loc[
-        (pools.ratings["outcome"] == "alignment") & (pools.ratings["pool"] == "all"), "candidate_id"
-    ]
-    unrated = sorted(set(pools.candidates["candidate_id"]) - set(aligned))
-    if unrated:
-        raise InputError(
-            f"candidate {unrated[0]!r} has no alignment rating", file=source, field="alignment"
-        )
+    for name, frame in (("ratings", pools.ratings), ("votes", pools.votes)):
+        stray = ~frame["candidate_id"].isin(candidates["candidate_id"])
+        if stray.any():
+            fail(f"{name} for unknown candidate {frame.loc[stray, 'candidate_id'].iloc[0]!r}", frame, stray, "candidate_id")
+        values = pd.to_numeric(frame["value"], errors="coerce").astype(float)
+        bad = ~values.map(math.isfinite).astype(bool)
+        if bad.any():
+            row = frame.loc[bad.to_numpy()].iloc[0]
+            fail(f"{row['outcome']} rating {row['value']!r} of {row['candidate_id']!r} is not a finite number", frame, bad, row["outcome"])
+    dup = pools.votes.duplicated(["candidate_id", "outcome", "pool", "annotator"])
+    if dup.any():
+        row = pools.votes.loc[dup.to_numpy()].iloc[0]
+        fail(f"annotator {row['annotator']!r} rated {row['candidate_id']!r} twice for {row['outcome']}", pools.votes, dup, "annotator")
+    ratings = pools.ratings
+    aligned = ratings.loc[(ratings["outcome"] == "alignment") & (ratings["pool"] == "all"), "candidate_id"]
+    unrated = ~candidates["candidate_id"].isin(aligned)
+    if unrated.any():
+        cid = candidates.loc[unrated, "candidate_id"].iloc[0]
+        fail(f"candidate {cid!r} has no alignment rating", candidates, unrated, "alignment")
+
+
+def check_calls(run: ImportedRun, candidates: pd.DataFrame) -> None:
+    """Raise InputError unless every call is consistent with the pools.
+
+    Each call names a known prompt; its slots show every candidate of that pool
+    exactly once; an ok/recovered call chooses a shown candidate whose slot
+    label (A, B, …) matches `choice_label`; a failed call chooses nothing; a
+    ranking lists shown labels at most once; (prompt, order) is not repeated.
+    """
+    calls = run.calls.reset_index(drop=True)
+    lines = calls["line"] if "line" in calls.columns else pd.Series(range(1, len(calls) + 1))
+    members = candidates.groupby("prompt_id")["candidate_id"].agg(lambda ids: sorted(ids)).to_dict()
+
+    def fail(i: int, column: str, message: str) -> None:
+        raise InputError(message, file=run.source_file, line=int(lines.iloc[i]), field=run.fields.get(column, column))
+
+    seen: dict[tuple[str, int], int] = {}
+    for i, call in enumerate(calls.itertuples(index=False)):
+        pid, slots = call.prompt_id, list(call.slot_candidate_ids)
+        if pid not in members:
+            fail(i, "prompt_id", f"unknown prompt id {pid!r}")
+        pool = members[pid]
+        for cid in slots:
+            if cid not in pool:
+                fail(i, "slot_candidate_ids", f"{cid!r} is not a candidate of prompt {pid!r} (candidates: {', '.join(pool)})")
+        if sorted(slots) != pool:
+            missing = sorted(set(pool) - set(slots))
+            problem = f"misses {', '.join(missing)}" if missing else "shows a candidate twice"
+            fail(i, "slot_candidate_ids", f"the slot order {problem}; every call shows the whole pool once")
+        if call.status not in CALL_STATUSES:
+            fail(i, "status", f"status {call.status!r} is not one of {', '.join(CALL_STATUSES)}")
+        labels = slot_labels(len(slots))
+        chosen, label = call.chosen_candidate_id, call.choice_label
+        if call.status in CHOSEN_STATUSES:
+            if not isinstance(chosen, str):
+                fail(i, "chosen_candidate_id", f"a call with status {call.status!r} must name the chosen candidate")
+            if chosen not in slots:
+                fail(i, "chosen_candidate_id", f"{chosen!r} is not among the images shown ({', '.join(slots)})")
+            if label != labels[slots.index(chosen)]:
+                fail(i, "choice_label", f"label {label!r} does not show {chosen!r} (slot {labels[slots.index(chosen)]})")
+        elif isinstance(chosen, str) or isinstance(label, str):
+            fail(i, "chosen_candidate_id", f"a call with status {call.status!r} chooses nothing")
+        ranking = call.ranking
+        if isinstance(ranking, (list, tuple)) and (
+            len(set(ranking)) != len(ranking) or not set(ranking) <= set(labels)
+        ):
+            fail(i, "ranking", f"ranking {list(ranking)!r} must list shown labels ({', '.join(labels)}) at most once")
+        key = (pid, int(call.order_index))
+        if key in seen:
+            fail(i, "order_index", f"duplicate call: prompt {pid!r} order {key[1]} was already recorded on line {seen[key]}")
+        seen[key] = int(lines.iloc[i])
+
+
+def check_scores(imported: ImportedScores, candidates: pd.DataFrame) -> None:
+    """Raise InputError unless there is exactly one finite score per candidate."""
+    where = {"file": imported.source_file, "field": "scores"}
+    ids = imported.scores["candidate_id"]
+    if ids.duplicated().any():
+        raise InputError(f"candidate {ids[ids.duplicated()].iloc[0]!r} is scored twice", **where)
+    unknown = sorted(set(ids) - set(candidates["candidate_id"]))
+    if unknown:
+        raise InputError(f"unknown candidate id {unknown[0]!r} ({len(unknown)} unknown in all)", **where)
+    missing = sorted(set(candidates["candidate_id"]) - set(ids))
+    if missing:
+        raise InputError(f"no score for candidate {missing[0]!r} ({len(missing)} missing in all)", **where)
 
 
 def write_pools(con: duckdb.DuckDBPyConnection, pools: PoolSet, *, replace: bool = False) -> str:
     """Write a dataset's pools; returns 'created', 'replaced' or 'unchanged'.
 
-    Idempotent: the same manifest and ratings again is a no-op. A different one
-    under an existing dataset id is refused unless `replace` (which drops the
-    dataset's recorded runs too). Call inside a transaction.
+    Idempotent: the same prompts, candidates, ratings and votes again is a no-op.
+    Different content under an existing dataset id is refused unless `replace`
+    (which drops the dataset's recorded runs too). Call inside a transaction.
     """
     check_pools(pools)
     manifest = pools.manifest_sha256()
-    ratings_sha = _frame_sha256(pools.ratings, ["candidate_id", "outcome", "pool"])
+    content_sha = pools.content_sha256()
     existing = store.dataset_row(con, pools.dataset_id)
     outcome = "created"
     if existing is not None:
-        same = existing["manifest_sha256"] == manifest and (existing["notes"] or "").endswith(
-            ratings_sha
-        )
-        if same:
+        if existing["manifest_sha256"] == manifest and (existing["notes"] or "").endswith(content_sha):
             return "unchanged"
         if not replace:
             raise InputError(
@@ -151,7 +267,7 @@ def write_pools(con: duckdb.DuckDBPyConnection, pools: PoolSet, *, replace: bool
             )
         store.delete_dataset(con, pools.dataset_id)
         outcome = "replaced"
-    notes = f"{pools.notes + '; ' if pools.notes else ''}ratings sha256 {ratings_sha}"
+    notes = f"{pools.notes + '; ' if pools.notes else ''}content sha256 {content_sha}"
     store.insert_records(
         con,
         "datasets",
@@ -174,38 +290,29 @@ def write_pools(con: duckdb.DuckDBPyConnection, pools: PoolSet, *, replace: bool
     return outcome
 
 
-def check_calls(run: ImportedRun, candidates: pd.DataFrame) -> None:
-    """Raise InputError for calls naming unknown prompts/candidates or repeated (prompt, order)."""
-    calls = run.calls.reset_index(drop=True)
-    lines = calls["line"] if "line" in calls.columns else pd.Series(range(1, len(calls) + 1))
+def _claim_judge(
+    con: duckdb.DuckDBPyConnection, dataset_id: str, judge: str, run_id: str, source: str, replace: bool
+) -> str | None:
+    """'unchanged' if `run_id` is already the judge's only run, else clear the way.
 
-    def fail(i: int, field: str, message: str) -> None:
-        raise InputError(message, file=run.source_file, line=int(lines.iloc[i]), field=field)
-
-    unknown = ~calls["prompt_id"].isin(candidates["prompt_id"])
-    if unknown.any():
-        i = int(unknown.to_numpy().nonzero()[0][0])
-        fail(i, "prompt_id", f"unknown prompt id {calls['prompt_id'].iloc[i]!r}")
-    shown = calls[["prompt_id", "slot_candidate_ids"]].explode("slot_candidate_ids")
-    pool_of = candidates.set_index("candidate_id")["prompt_id"]
-    stray = shown["slot_candidate_ids"].map(pool_of) != shown["prompt_id"]
-    if stray.any():
-        i = int(shown.index[stray.to_numpy()][0])
-        cid, pid = shown.loc[stray, "slot_candidate_ids"].iloc[0], calls["prompt_id"].iloc[i]
-        members = ", ".join(candidates.loc[candidates["prompt_id"] == pid, "candidate_id"])
-        fail(i, "mapping", f"{cid!r} is not a candidate of prompt {pid!r} (candidates: {members})")
-    for i, (chosen, slots) in enumerate(zip(calls["chosen_candidate_id"], calls["slot_candidate_ids"])):
-        if isinstance(chosen, str) and chosen not in slots:
-            fail(i, "selected_id", f"{chosen!r} is not among the images shown ({', '.join(slots)})")
-    repeated = calls.duplicated(["prompt_id", "order_index"], keep="first")
-    if repeated.any():
-        i = int(repeated.to_numpy().nonzero()[0][0])
-        fail(
-            i,
-            "permutation",
-            f"duplicate call: prompt {calls['prompt_id'].iloc[i]!r} order "
-            f"{int(calls['order_index'].iloc[i])} was already recorded earlier in this file",
+    Returns None (create) or 'replaced'; refuses another run under the same name
+    unless `replace`.
+    """
+    existing = con.execute(
+        "SELECT run_id FROM runs WHERE dataset_id = ? AND judge = ?", [dataset_id, judge]
+    ).fetchall()
+    if [r[0] for r in existing] == [run_id]:
+        return "unchanged"
+    if not existing:
+        return None
+    if not replace:
+        raise InputError(
+            f"judge {judge!r} already has recorded calls or scores on dataset {dataset_id!r}; "
+            "choose another name or pass --replace",
+            file=source,
         )
+    store.delete_judge(con, dataset_id, judge)
+    return "replaced"
 
 
 def write_imported_run(
@@ -221,25 +328,12 @@ def write_imported_run(
     again is a no-op; a different file under an existing judge name is refused
     unless `replace`. Call inside a transaction.
     """
-    candidates = store.load_candidates(con, dataset_id)
-    check_calls(run, candidates)
+    check_calls(run, store.load_candidates(con, dataset_id))
     source_sha = file_sha256(run.source_file)
     run_id = f"{dataset_id}:{run.judge}:import:{source_sha[:16]}"
-    existing = con.execute(
-        "SELECT run_id FROM runs WHERE dataset_id = ? AND judge = ?", [dataset_id, run.judge]
-    ).fetchall()
-    if [r[0] for r in existing] == [run_id]:
-        return "unchanged"
-    outcome = "created"
-    if existing:
-        if not replace:
-            raise InputError(
-                f"judge {run.judge!r} already has recorded calls on dataset {dataset_id!r}; "
-                "choose another judge name or pass --replace",
-                file=run.source_file,
-            )
-        store.delete_judge(con, dataset_id, run.judge)
-        outcome = "replaced"
+    claimed = _claim_judge(con, dataset_id, run.judge, run_id, run.source_file, replace)
+    if claimed == "unchanged":
+        return claimed
     manifest = store.dataset_row(con, dataset_id)["manifest_sha256"]
     config = {"source_file": str(run.source_file), "source_sha256": source_sha, **run.config}
     now = utc_now()
@@ -270,7 +364,7 @@ def write_imported_run(
         for p, o in zip(calls["prompt_id"], calls["order_index"])
     ]
     store.insert_frame(con, "calls", calls)
-    return outcome
+    return claimed or "created"
 
 
 def write_imported_scores(
@@ -281,39 +375,12 @@ def write_imported_scores(
     replace: bool = False,
 ) -> str:
     """Record a content scorer's per-candidate scores; same idempotence as runs."""
-    candidates = set(store.load_candidates(con, dataset_id)["candidate_id"])
-    scored = set(imported.scores["candidate_id"])
-    unknown = sorted(scored - candidates)
-    if unknown:
-        raise InputError(
-            f"unknown candidate id {unknown[0]!r} ({len(unknown)} unknown in all)",
-            file=imported.source_file,
-            field="scores",
-        )
-    missing = sorted(candidates - scored)
-    if missing:
-        raise InputError(
-            f"no score for candidate {missing[0]!r} ({len(missing)} missing in all)",
-            file=imported.source_file,
-            field="scores",
-        )
+    check_scores(imported, store.load_candidates(con, dataset_id))
     source_sha = file_sha256(imported.source_file)
     run_id = f"{dataset_id}:{imported.scorer}:import:{source_sha[:16]}"
-    existing = con.execute(
-        "SELECT run_id FROM runs WHERE dataset_id = ? AND judge = ?", [dataset_id, imported.scorer]
-    ).fetchall()
-    if [r[0] for r in existing] == [run_id]:
-        return "unchanged"
-    outcome = "created"
-    if existing:
-        if not replace:
-            raise InputError(
-                f"scorer {imported.scorer!r} already has scores on dataset {dataset_id!r}; "
-                "choose another name or pass --replace",
-                file=imported.source_file,
-            )
-        store.delete_judge(con, dataset_id, imported.scorer)
-        outcome = "replaced"
+    claimed = _claim_judge(con, dataset_id, imported.scorer, run_id, imported.source_file, replace)
+    if claimed == "unchanged":
+        return claimed
     now = utc_now()
     store.insert_records(
         con,
@@ -338,9 +405,49 @@ def write_imported_scores(
         ],
     )
     store.insert_frame(con, "scores", imported.scores.assign(run_id=run_id))
-    return outcome
+    return claimed or "created"
 
 
-def _frame_sha256(frame: pd.DataFrame, keys: list[str]) -> str:
-    ordered = frame.sort_values(keys).reset_index(drop=True)
+def write_dataset(
+    db: str | Path,
+    pools: PoolSet,
+    runs: Sequence[ImportedRun] = (),
+    scores: Sequence[ImportedScores] = (),
+    *,
+    replace: bool = False,
+) -> list[str]:
+    """Validate everything, then write pools, runs and scores in one transaction.
+
+    Validation happens before the database is opened, so bad input never even
+    creates the file. Returns one report line per part written.
+    """
+    check_pools(pools)
+    names = [r.judge for r in runs] + [s.scorer for s in scores]
+    for run in runs:
+        check_calls(run, pools.candidates)
+    for imported in scores:
+        check_scores(imported, pools.candidates)
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise InputError(f"judge name {repeated[0]!r} is given twice; every run needs its own name")
+    con = store.connect(db)
+    try:
+        with store.transaction(con):
+            report = [f"pools: {write_pools(con, pools, replace=replace)}"]
+            for run in runs:
+                outcome = write_imported_run(con, pools.dataset_id, run, replace=replace)
+                counts = run.calls["status"].value_counts().to_dict()
+                report.append(f"judge {run.judge}: {outcome}, {len(run.calls)} calls {counts}")
+            for imported in scores:
+                outcome = write_imported_scores(con, pools.dataset_id, imported, replace=replace)
+                report.append(f"scorer {imported.scorer}: {outcome}, {len(imported.scores)} scores")
+    finally:
+        con.close()
+    return report
+
+
+def _frame_sha256(frame: pd.DataFrame, table: str, keys: list[str]) -> str:
+    """Order-free hash of the columns `table` stores (dataset_id and derived ones aside)."""
+    columns = [c for c in store.TABLE_COLUMNS[table] if c in frame.columns]
+    ordered = frame.loc[:, columns].sort_values(keys).reset_index(drop=True)
     return hashlib.sha256(ordered.to_csv(index=False).encode()).hexdigest()[:16]
