@@ -1,0 +1,72 @@
+"""Recording overhead per judge call: everything the recorder does except the model.
+
+    python benchmarks/bench_recording.py [--prompts 400] [--orders 3] [--concurrency 1] [--repeat 3]
+
+A no-op backend answers every request instantly with a valid ranking, so the
+wall time of `run_selector` divided by the number of calls is the per-call
+cost of planning, request keys, thread hand-off, parsing and committing to
+DuckDB (target: under 2 ms). Dataset planning and image checks are included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from audit_core import store  # noqa: E402
+from fixtures_pools import write_tiny_dataset  # noqa: E402
+from runners.protocol import JudgeRequest  # noqa: E402
+from runners.run_judge import run_selector  # noqa: E402
+
+
+class NoOpBackend:
+    """Answers instantly with the canonical ranking of the labels shown."""
+
+    def generate(self, request: JudgeRequest) -> str:
+        return json.dumps({"choice": request.labels[0], "ranking": list(request.labels)})
+
+    def model_revision(self) -> str:
+        return "noop"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--prompts", type=int, default=400)
+    parser.add_argument("--orders", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=3, help="fresh judges recorded; the median is reported")
+    args = parser.parse_args()
+    per_call_ms = []
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "bench.duckdb"
+        write_tiny_dataset(db, Path(tmp) / "images", dataset="bench", n_prompts=args.prompts)
+        con = store.connect(db)
+        for i in range(args.repeat):
+            start = time.perf_counter()
+            summary = run_selector(con, dataset="bench", judge=f"noop-{i}", backend=NoOpBackend(),
+                                   backend_name="noop", model="noop", orders=args.orders,
+                                   concurrency=args.concurrency, progress=False)
+            per_call_ms.append(1000 * (time.perf_counter() - start) / summary.recorded)
+        resume_start = time.perf_counter()
+        run_selector(con, dataset="bench", judge="noop-0", backend=NoOpBackend(), backend_name="noop",
+                     model="noop", orders=args.orders, concurrency=args.concurrency, progress=False)
+        resume = time.perf_counter() - resume_start
+        con.close()
+    median = statistics.median(per_call_ms)
+    runs = ", ".join(f"{v:.3f}" for v in per_call_ms)
+    print(f"{summary.recorded} calls per run, concurrency {args.concurrency}: median {median:.3f} ms per call "
+          f"(runs: {runs}; target < 2 ms)")
+    print(f"resume with everything recorded: {resume:.2f} s for {summary.planned} planned calls")
+    return 0 if median < 2.0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Selector backend for any image-text-to-text model through transformers.
+
+Loads `AutoProcessor` and `AutoModelForImageTextToText` (model id or local
+directory, optional revision), on the auto-selected device (cuda, mps, cpu) in
+bfloat16 where the device supports it. Each request becomes one user turn of
+the model's chat template with text and images interleaved: the instruction,
+then "Image A:" <image>, "Image B:" <image>, …, then the closing text. Images
+are shrunk to fit a `max_edge` bounding box (aspect kept) before the
+processor sees them. Idefics3-style processors (SmolVLM, SmolVLM2) run with
+image splitting off, so each image is encoded once at the model's native
+size. Decoding is greedy with at most `max_new_tokens` new tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForImageTextToText, AutoProcessor
+
+from runners.backends.images import load_fitted
+from runners.backends.torch_device import preferred_dtype, resolve_device
+from runners.protocol import JudgeRequest
+
+FINGERPRINT_BYTES = 1 << 20  # leading bytes of each weight file hashed for a local model's fingerprint
+
+
+class HFSelector:
+    """One transformers model shared by the recorder's threads (calls run one at a time)."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        revision: str | None = None,
+        max_new_tokens: int = 64,
+        max_edge: int | None = 448,
+        device: str = "auto",
+    ) -> None:
+        self.source = model
+        self.revision = revision
+        self.max_new_tokens = max_new_tokens
+        self.max_edge = max_edge
+        self.device = resolve_device(device)
+        self.dtype = preferred_dtype(self.device)
+        self.processor = AutoProcessor.from_pretrained(model, revision=revision)
+        self.model = AutoModelForImageTextToText.from_pretrained(model, revision=revision, dtype=self.dtype)
+        self.model.to(self.device).eval()
+        self.processor_kwargs: dict[str, object] = {}
+        if hasattr(self.processor.image_processor, "do_image_splitting"):
+            self.processor_kwargs["do_image_splitting"] = False
+        self._lock = threading.Lock()
+
+    def model_revision(self) -> str | None:
+        """Hub commit hash when loaded from the hub; a content fingerprint for a local directory."""
+        commit = getattr(self.model.config, "_commit_hash", None)
+        if commit:
+            return commit
+        folder = Path(self.source)
+        if not folder.is_dir():
+            return self.revision
+        digest = hashlib.sha256()
+        for path in sorted(folder.iterdir()):
+            if path.suffix == ".json":
+                digest.update(path.name.encode() + path.read_bytes())
+            elif path.suffix in (".safetensors", ".bin"):
+                with open(path, "rb") as handle:
+                    digest.update(path.name.encode() + str(path.stat().st_size).encode() + handle.read(FINGERPRINT_BYTES))
+        return f"local fingerprint sha256:{digest.hexdigest()}"
+
+    def messages(self, request: JudgeRequest) -> list[dict]:
+        """The chat turn for `request`: text and image placeholders interleaved."""
+        content = [
+            {"type": "text", "text": value} if kind == "text" else {"type": "image"}
+            for kind, value in request.segments()
+        ]
+        return [{"role": "user", "content": content}]
+
+    def inputs(self, request: JudgeRequest) -> dict:
+        """Processor output (tensors on the model's device) for `request`."""
+        images = [load_fitted(path, self.max_edge) for path in request.image_paths]
+        text = self.processor.apply_chat_template(self.messages(request), add_generation_prompt=True, tokenize=False)
+        inputs = self.processor(text=[text], images=[images], return_tensors="pt", **self.processor_kwargs)
+        inputs = inputs.to(self.device)
+        if "pixel_values" in inputs:
+            inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)
+        return inputs
+
+    @torch.inference_mode()
+    def generate(self, request: JudgeRequest) -> str:
+        """Greedy decoding of the reply; only the new tokens are returned, special tokens dropped."""
+        inputs = self.inputs(request)
+        with self._lock:
+            output = self.model.generate(**inputs, do_sample=False, max_new_tokens=self.max_new_tokens)
+        new_tokens = output[0, inputs["input_ids"].shape[1] :]
+        return self.processor.decode(new_tokens, skip_special_tokens=True)

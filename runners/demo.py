@@ -1,0 +1,250 @@
+"""Build the built-in demo: simulated pools, drawn images and simulated judges.
+
+    python -m runners.demo --db data/demo.duckdb [--prompts 300] [--seed 0] [--force]
+
+Pools are shaped like CulturalFrames (10 countries × 5 categories, 3–4
+candidates from 4 generators, 2–4 annotators per image rating alignment in
+{0, 0.5, 1}, plus cultural-error flags, image quality and overall 1–5). Every
+number is SIMULATED. The judges are the simulated profiles of
+runners/judges/simulated.json and go through the same recording path as real
+judges. Same seed, same database content (timestamps and timings aside).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from audit_core import store
+from audit_core.ingest.pools import PoolSet, write_pools
+from runners.demo_images import draw_image
+
+DATASET = "demo"
+SIMULATED_NOTE = "SIMULATED demo: generated pools, ratings and judges (not real model or human data)"
+
+COUNTRIES: dict[str, tuple[str, float]] = {
+    # country: (demonym, generators' mean alignment shift for it)
+    "Brazil": ("Brazilian", 0.00),
+    "Canada": ("Canadian", 0.06),
+    "China": ("Chinese", 0.02),
+    "Germany": ("German", 0.05),
+    "India": ("Indian", -0.04),
+    "Iran": ("Iranian", -0.12),
+    "Japan": ("Japanese", 0.03),
+    "Nigeria": ("Nigerian", -0.10),
+    "Poland": ("Polish", -0.02),
+    "South Africa": ("South African", -0.06),
+}
+
+SCENES: dict[str, tuple[str, ...]] = {
+    "religion": (
+        "{d} family attending a service at a local place of worship",
+        "{d} elders praying together at dawn",
+        "A {d} wedding ceremony led by a religious leader",
+        "{d} pilgrims walking to a shrine",
+        "Children in {c} learning prayers from a grandparent",
+        "A {d} religious festival procession through town",
+    ),
+    "greetings": (
+        "{d} colleagues greeting each other at the office",
+        "A {d} host welcoming guests at the door",
+        "Two {d} friends meeting at a market",
+        "{d} students greeting their teacher",
+        "A {d} grandmother greeting her grandchildren",
+        "{d} neighbours saying goodbye after dinner",
+    ),
+    "dates-of-significance": (
+        "{d} family celebrating the new year at home",
+        "{d} crowd watching national day fireworks",
+        "A {d} harvest festival in a village square",
+        "{d} children in costumes for a seasonal holiday",
+        "{d} friends exchanging gifts on a holiday",
+        "A {d} street parade on a day of national significance",
+    ),
+    "family": (
+        "A {d} family sharing a meal together",
+        "{d} parents walking their children to school",
+        "Three generations of a {d} family posing for a photo",
+        "A {d} father cooking with his daughter",
+        "{d} siblings playing in the living room",
+        "A {d} family visiting their grandparents",
+    ),
+    "cuisine": (
+        "A {d} street vendor preparing a local dish",
+        "{d} friends sharing a traditional breakfast",
+        "A {d} chef plating a festive dish",
+        "{d} family cooking together for a holiday",
+        "A table set with {d} home cooking",
+        "Tea served to guests in a {d} home",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Generator:
+    suffix: str  # candidate id suffix
+    name: str  # source_model
+    skill: float  # mean alignment
+    quality: float  # mean image quality
+    stereotype: float  # base rate of stereotyped depictions
+
+
+GENERATORS: tuple[Generator, ...] = (
+    Generator("SD35", "SD-3.5-Large", 0.55, 0.60, 0.24),
+    Generator("flux", "Flux.1-Dev", 0.62, 0.75, 0.18),
+    Generator("gpt-image", "GPT-Image", 0.78, 0.85, 0.08),
+    Generator("imagegen3", "Imagen3", 0.72, 0.80, 0.12),
+)
+
+DEMO_JUDGES: tuple[tuple[str, str, bool], ...] = (
+    # judge name, simulated profile, lenient parsing
+    ("slot-a-judge", "slot_a", False),
+    ("strong-judge", "strong", False),
+    ("weak-judge", "weak", True),
+)
+DEMO_SCORER = ("content-scorer", "content")
+
+
+def _half_points(x: np.ndarray) -> np.ndarray:
+    """Round to the rating scale {0, 0.5, 1}."""
+    return np.clip(np.round(2 * x) / 2, 0.0, 1.0)
+
+
+def build_pools(n_prompts: int, seed: int, image_dir: Path) -> PoolSet:
+    """Generate prompts, candidates (images drawn to `image_dir`), ratings and votes."""
+    rng = np.random.default_rng(seed)
+    image_dir.mkdir(parents=True, exist_ok=True)
+    cells = [(c, cat) for c in COUNTRIES for cat in SCENES]
+    prompts, candidates, ratings, votes = [], [], [], []
+    for i in range(n_prompts):
+        country, category = cells[i % len(cells)]
+        demonym, shift = COUNTRIES[country]
+        template = SCENES[category][(i // len(cells)) % len(SCENES[category])]
+        variant = i // (len(cells) * len(SCENES[category]))
+        text = template.format(d=demonym, c=country) + (f" (scene {variant + 1})" if variant else "")
+        pid = hashlib.sha256(f"demo:{seed}:{i}:{text}".encode()).hexdigest()[:16]
+        prompts.append({"prompt_id": pid, "prompt": text, "country": country, "category": category, "split": "demo"})
+        dropped = int(rng.integers(0, len(GENERATORS))) if rng.random() >= 0.4 else -1
+        members = [g for k, g in enumerate(GENERATORS) if k != dropped]
+        difficulty = rng.normal(0, 0.1)
+        for gen in members:
+            cid = f"{pid}_{gen.suffix}"
+            q = float(np.clip(gen.skill + shift + difficulty + rng.normal(0, 0.15), 0, 1))
+            q_img = float(np.clip(gen.quality + rng.normal(0, 0.12), 0, 1))
+            path = image_dir / f"{cid}.png"
+            seen = float(np.clip(q + rng.normal(0, 0.12), 0, 1))
+            draw_image(text, seen, seed=int(rng.integers(0, 2**31)), style=GENERATORS.index(gen)).save(path)
+            candidates.append({"prompt_id": pid, "candidate_id": cid, "source_model": gen.name, "image_path": str(path.resolve())})
+            n = int(rng.choice([2, 3, 4], p=[0.3, 0.5, 0.2]))
+            stereo_rate = gen.stereotype + max(0.0, -shift)
+            drawn = {
+                "alignment": _half_points(q + rng.normal(0, 0.2, n)),
+                "missing_explicit": (rng.random(n) < np.clip(0.7 * (1 - q) - 0.05, 0, 1)).astype(float),
+                "missing_implicit": (rng.random(n) < 0.4 * (1 - q)).astype(float),
+                "stereotype": (rng.random(n) < stereo_rate).astype(float),
+                "image_quality": _half_points(q_img + rng.normal(0, 0.2, n)),
+                "overall": (np.clip(np.round(1 + 4 * (0.6 * q + 0.4 * q_img) + rng.normal(0, 0.6, n)), 1, 5) - 1) / 4,
+            }
+            for outcome, values in drawn.items():
+                ratings.append({"candidate_id": cid, "outcome": outcome, "pool": "all", "value": float(values.mean()), "n": n})
+                votes.extend(
+                    {"candidate_id": cid, "outcome": outcome, "pool": "all", "annotator": str(a), "value": float(v)}
+                    for a, v in enumerate(values)
+                )
+    return PoolSet(
+        dataset_id=DATASET,
+        source="demo",
+        source_revision=f"seed={seed}",
+        notes=SIMULATED_NOTE,
+        prompts=pd.DataFrame(prompts),
+        candidates=pd.DataFrame(candidates),
+        ratings=pd.DataFrame(ratings).astype({"n": "Int64"}),
+        votes=pd.DataFrame(votes),
+    )
+
+
+def is_built(db: Path, seed: int, n_prompts: int) -> bool:
+    """True when `db` already holds the demo for this seed and size with all judges."""
+    if not db.exists():
+        return False
+    con = store.connect(db, read_only=True)
+    try:
+        row = store.dataset_row(con, DATASET)
+        if row is None or row["source_revision"] != f"seed={seed}":
+            return False
+        judges = set(store.load_judges(con, DATASET)["judge"])
+        n = len(store.load_prompts(con, DATASET))
+    finally:
+        con.close()
+    expected = {name for name, _, _ in DEMO_JUDGES} | {DEMO_SCORER[0]}
+    return n == n_prompts and expected <= judges
+
+
+def build_demo(db: Path, *, n_prompts: int = 300, seed: int = 0, progress: bool = True) -> None:
+    """Write pools, then record every simulated judge and the scorer into `db`."""
+    from runners.backends.simulated import simulated_scorer, simulated_selector
+    from runners.run_judge import run_selector
+    from runners.score import run_scorer
+
+    image_dir = db.parent / f"{db.stem}_images"
+    pools = build_pools(n_prompts, seed, image_dir)
+    con = store.connect(db)
+    try:
+        with store.transaction(con):
+            write_pools(con, pools, replace=True)
+        for judge, profile, lenient in DEMO_JUDGES:
+            run_selector(
+                con,
+                dataset=DATASET,
+                judge=judge,
+                backend=simulated_selector(profile),
+                backend_name="simulated",
+                model=profile,
+                orders=3,
+                lenient=lenient,
+                progress=progress,
+            )
+        scorer, profile = DEMO_SCORER
+        run_scorer(
+            con,
+            dataset=DATASET,
+            scorer=scorer,
+            backend=simulated_scorer(profile),
+            backend_name="simulated",
+            model=profile,
+            progress=progress,
+        )
+    finally:
+        con.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m runners.demo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", type=Path, default=Path("data/demo.duckdb"))
+    parser.add_argument("--prompts", type=int, default=300, help="number of prompts (default 300)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--force", action="store_true", help="rebuild even if the demo is already there")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = parser.parse_args(argv)
+    if args.prompts < 1:
+        parser.error("--prompts must be at least 1")
+    if not args.force and is_built(args.db, args.seed, args.prompts):
+        print(f"{args.db}: demo already built (seed {args.seed}); use --force to rebuild")
+        return 0
+    start = time.perf_counter()
+    build_demo(args.db, n_prompts=args.prompts, seed=args.seed, progress=not args.quiet)
+    print(f"{args.db}: SIMULATED demo built in {time.perf_counter() - start:.1f} s "
+          f"({args.prompts} prompts, {len(DEMO_JUDGES)} judges x 3 orders, 1 scorer)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,560 @@
+"""The one recording path for every judge and scorer backend.
+
+For a selector judge: check the dataset, pools and images, refuse to mix
+request keys under one judge name, open a `runs` row, then for every
+(prompt, order) not yet recorded build the request, call the backend (one
+identical retry on a runtime exception; invalid text is never resampled),
+parse, and commit the call. Backend calls run on a bounded thread pool; all
+writes go through the caller's single connection on the calling thread, which
+commits whatever has finished as soon as it is free (several calls per commit
+when they finish together), so a SIGKILL loses only calls still in flight and
+a second process can follow progress in `calls`.
+
+Resume: a call whose request key is already recorded is skipped, except a
+`runtime_fail`, which is tried again and replaces the failed record.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from importlib import metadata
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+from PIL import Image, UnidentifiedImageError
+from tqdm import tqdm
+
+from audit_core import store
+from audit_core.errors import InputError
+from audit_core.orders import presentation_orders, slot_labels
+from audit_core.records import CallRecord, RunRecord, ScoreRecord
+from runners.backends.base import ScorerBackend, SelectorBackend
+from runners.parsing import parse_output
+from runners.protocol import JudgeRequest, load_instruction, request_key
+
+LIBRARIES: tuple[str, ...] = (
+    "duckdb", "numpy", "pandas", "pillow", "requests", "torch", "torchvision",
+    "transformers", "tokenizers", "open_clip_torch",
+)
+PENDING_PER_WORKER = 32  # requests queued per worker: bounds memory, keeps workers busy
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What one invocation did.
+
+    planned: calls (selector) or candidates (scorer) in scope; skipped: already
+    recorded before this invocation; recorded: written now; statuses: counts of
+    the call statuses written now (scorers: {"scored": n}). run_id is None when
+    there was nothing left to do (no run row is opened then).
+    """
+
+    run_id: str | None
+    dataset: str
+    judge: str
+    kind: str
+    planned: int
+    skipped: int
+    recorded: int
+    statuses: dict[str, int] = field(default_factory=dict)
+    status: str = "finished"
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        """One line for the terminal."""
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items())) or "none"
+        return (
+            f"{self.kind} {self.judge!r} on {self.dataset!r}: {self.status}; {self.recorded} recorded now "
+            f"({counts}), {self.skipped} already recorded, {self.planned} in scope, {self.seconds:.1f} s"
+        )
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What must stay the same for records to accumulate under one judge name."""
+
+    dataset: str
+    judge: str
+    kind: str
+    backend: str
+    model: str
+    instruction_sha256: str | None
+    manifest_sha256: str
+
+
+# ------------------------------------------------------------------ checks
+
+
+def require_dataset(con: duckdb.DuckDBPyConnection, dataset: str) -> dict:
+    """The datasets row, or an InputError listing the datasets that exist."""
+    row = store.dataset_row(con, dataset)
+    if row is None:
+        known = [r[0] for r in con.execute("SELECT dataset_id FROM datasets ORDER BY 1").fetchall()]
+        listing = ", ".join(known) if known else "none; build the demo or ingest one first"
+        raise InputError(f"unknown dataset {dataset!r} (datasets in this database: {listing})", field="--dataset")
+    return row
+
+
+def check_images(candidates: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """(width, height) per candidate id; InputError naming the first missing or unreadable file."""
+    sizes: dict[str, tuple[int, int]] = {}
+    for cid, pid, path in zip(candidates["candidate_id"], candidates["prompt_id"], candidates["image_path"]):
+        if not isinstance(path, str) or not path:
+            raise InputError(f"candidate {cid!r} of prompt {pid!r} has no image file", field="image_path")
+        try:
+            with Image.open(path) as image:
+                sizes[cid] = image.size
+        except FileNotFoundError:
+            raise InputError(f"image of candidate {cid!r} not found", file=path) from None
+        except (OSError, UnidentifiedImageError) as err:
+            raise InputError(f"cannot read image of candidate {cid!r}: {err}", file=path) from None
+    return sizes
+
+
+def check_history(con: duckdb.DuckDBPyConnection, identity: RunIdentity, *, replace: bool) -> None:
+    """Refuse to record under a judge name whose earlier runs differ in what defines its keys.
+
+    With `replace`, the judge's earlier runs on this dataset (and their calls and
+    scores) are deleted instead. Differences checked: kind, backend, model,
+    instruction hash and manifest hash.
+    """
+    runs = con.execute(
+        """
+        SELECT r.run_id, r.kind, r.backend, r.model, r.instruction_sha256, r.manifest_sha256,
+               (SELECT count(*) FROM calls c WHERE c.run_id = r.run_id)
+             + (SELECT count(*) FROM scores s WHERE s.run_id = r.run_id) AS n
+        FROM runs r WHERE r.dataset_id = ? AND r.judge = ?
+        """,
+        [identity.dataset, identity.judge],
+    ).df()
+    if runs.empty:
+        return
+    if replace:
+        with store.transaction(con):
+            store.delete_judge(con, identity.dataset, identity.judge)
+        return
+    wanted = {
+        "kind": identity.kind,
+        "backend": identity.backend,
+        "model": identity.model,
+        "instruction_sha256": identity.instruction_sha256,
+        "manifest_sha256": identity.manifest_sha256,
+    }
+    recorded = runs[runs["n"] > 0]
+    for column, value in wanted.items():
+        differing = recorded[recorded[column].map(lambda v: (None if pd.isna(v) else v) != value).astype(bool)]
+        if differing.empty:
+            continue
+        before = differing[column].iloc[0]
+        before = "none" if pd.isna(before) else str(before)
+        n = int(differing["n"].sum())
+        keys_note = (
+            "so its request keys differ and nothing would resume"
+            if column in ("instruction_sha256", "manifest_sha256")
+            else "so new records would mix two different judges under one name"
+        )
+        raise InputError(
+            f"judge {identity.judge!r} already has {n} records on dataset {identity.dataset!r} "
+            f"with {column} {_short(before)} (this run: {_short(str(value))}), {keys_note}. "
+            "Choose a new --judge name, or pass --replace to delete its earlier records.",
+            field="--judge",
+        )
+
+
+def _short(value: str) -> str:
+    return value[:12] + "…" if len(value) == 64 else repr(value)
+
+
+# ------------------------------------------------------------------ run rows
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions of the libraries a run depends on (absent ones omitted)."""
+    versions = {"python": platform.python_version()}
+    for name in LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def open_run(
+    con: duckdb.DuckDBPyConnection, identity: RunIdentity, *, model_revision: str | None, config: dict
+) -> str:
+    """Insert a `runs` row with status 'running'; returns its run id."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    run_id = f"{identity.dataset}:{identity.judge}:{stamp}:{uuid.uuid4().hex[:8]}"
+    full_config = {**config, "libraries": library_versions(), "argv": sys.argv}
+    record = RunRecord(
+        run_id=run_id,
+        dataset_id=identity.dataset,
+        judge=identity.judge,
+        kind=identity.kind,
+        backend=identity.backend,
+        status="running",
+        model=identity.model,
+        model_revision=model_revision,
+        instruction_sha256=identity.instruction_sha256,
+        manifest_sha256=identity.manifest_sha256,
+        config_json=json.dumps(full_config, sort_keys=True, default=str),
+    )
+    with store.transaction(con):
+        # DuckDB admits one writing process, so a run of this judge still marked
+        # 'running' belongs to a process that died (e.g. SIGKILL).
+        con.execute(
+            "UPDATE runs SET status = 'interrupted' WHERE dataset_id = ? AND judge = ? AND status = 'running'",
+            [identity.dataset, identity.judge],
+        )
+        store.insert_records(con, "runs", [record])
+    return run_id
+
+
+# ------------------------------------------------------------------ selectors
+
+
+def plan_requests(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    dataset: str,
+    judge: str,
+    orders: int,
+    contract: str,
+    limit: int | None,
+) -> tuple[list[JudgeRequest], dict[str, tuple[int, int]], str, str]:
+    """Every request in scope (prompts by id, first `limit`), image sizes, instruction and manifest hashes.
+
+    Raises InputError for an unknown dataset, a pool smaller than `orders`, or a
+    missing or unreadable image.
+    """
+    row = require_dataset(con, dataset)
+    manifest = row["manifest_sha256"]
+    instruction = load_instruction(contract)
+    if orders < 1:
+        raise InputError(f"--orders must be at least 1, got {orders}", field="--orders")
+    prompts = store.load_prompts(con, dataset)
+    if limit is not None:
+        prompts = prompts.head(limit)
+    candidates = store.load_candidates(con, dataset)
+    candidates = candidates[candidates["prompt_id"].isin(prompts["prompt_id"])]
+    pools = candidates.groupby("prompt_id")["candidate_id"].apply(list).to_dict()
+    small = {pid: len(ids) for pid, ids in pools.items() if len(ids) < orders}
+    if small:
+        pid = min(small)
+        raise InputError(
+            f"prompt {pid!r} has {small[pid]} candidates, too few for {orders} distinct orders "
+            f"({len(small)} such prompts); lower --orders to at most {min(small.values())}",
+            field="--orders",
+        )
+    sizes = check_images(candidates)
+    paths = dict(zip(candidates["candidate_id"], candidates["image_path"]))
+    requests = []
+    for pid, text in zip(prompts["prompt_id"], prompts["prompt"]):
+        for order_index, slots in enumerate(presentation_orders(pools[pid], orders)):
+            labels = tuple(slot_labels(len(slots)))
+            before, after = instruction.render(text, labels)
+            requests.append(
+                JudgeRequest(
+                    request_key=request_key(
+                        dataset=dataset,
+                        judge=judge,
+                        prompt_id=pid,
+                        order_index=order_index,
+                        slot_candidate_ids=slots,
+                        instruction_sha256=instruction.sha256,
+                        manifest_sha256=manifest,
+                    ),
+                    dataset=dataset,
+                    prompt_id=pid,
+                    order_index=order_index,
+                    prompt=text,
+                    contract=contract,
+                    labels=labels,
+                    slot_candidate_ids=tuple(slots),
+                    image_paths=tuple(paths[c] for c in slots),
+                    text_before_images=before,
+                    text_after_images=after,
+                )
+            )
+    return requests, sizes, instruction.sha256, manifest
+
+
+def recorded_keys(con: duckdb.DuckDBPyConnection, dataset: str, judge: str) -> dict[str, str]:
+    """request_key -> status of every call already recorded for this judge on this dataset."""
+    rows = con.execute(
+        "SELECT c.request_key, c.status FROM calls c JOIN runs r USING (run_id) "
+        "WHERE r.dataset_id = ? AND r.judge = ?",
+        [dataset, judge],
+    ).fetchall()
+    return dict(rows)
+
+
+def call_judge(
+    backend: SelectorBackend,
+    request: JudgeRequest,
+    *,
+    run_id: str,
+    lenient: bool,
+    input_json: str,
+) -> CallRecord:
+    """Call the backend (one identical retry on an exception), parse, and build the record."""
+    start = time.perf_counter()
+    error: BaseException | None = None
+    for attempt in (1, 2):
+        try:
+            raw = backend.generate(request)
+        except Exception as err:  # any backend failure is recorded, never fatal to the run
+            error = err
+            continue
+        parsed = parse_output(raw, request.labels, request.contract, lenient=lenient)
+        chosen = request.slot_candidate_ids[request.labels.index(parsed.choice)] if parsed.choice else None
+        return CallRecord(
+            run_id=run_id,
+            prompt_id=request.prompt_id,
+            order_index=request.order_index,
+            slot_candidate_ids=list(request.slot_candidate_ids),
+            status=parsed.status,
+            request_key=request.request_key,
+            choice_label=parsed.choice,
+            chosen_candidate_id=chosen,
+            ranking=list(parsed.ranking) if parsed.ranking else None,
+            raw_output=raw,
+            parse_note=parsed.note,
+            attempts=attempt,
+            seconds=time.perf_counter() - start,
+            input_json=input_json,
+        )
+    return CallRecord(
+        run_id=run_id,
+        prompt_id=request.prompt_id,
+        order_index=request.order_index,
+        slot_candidate_ids=list(request.slot_candidate_ids),
+        status="runtime_fail",
+        request_key=request.request_key,
+        parse_note=f"{type(error).__name__}: {error}",
+        attempts=2,
+        seconds=time.perf_counter() - start,
+        input_json=input_json,
+    )
+
+
+_CALL_COLUMNS = store.TABLE_COLUMNS["calls"]
+_INSERT_CALLS = (
+    f"INSERT INTO calls ({', '.join(_CALL_COLUMNS)}) SELECT {', '.join(_CALL_COLUMNS)} FROM _call_batch"
+)
+_CALL_ARROW_SCHEMA = pa.schema(
+    [
+        (name, pa.list_(pa.string()) if name in ("slot_candidate_ids", "ranking")
+         else pa.int32() if name in ("order_index", "attempts")
+         else pa.float64() if name == "seconds"
+         else pa.timestamp("us") if name == "created_at"
+         else pa.string())
+        for name in _CALL_COLUMNS
+    ]
+)
+
+
+def write_calls(con: duckdb.DuckDBPyConnection, calls: Sequence[CallRecord], retried: set[str]) -> None:
+    """Commit a batch of calls in one transaction; earlier runtime failures of retried keys are replaced.
+
+    Rows go in as one Arrow table: a per-row INSERT costs milliseconds in DuckDB,
+    which would dominate the recording overhead.
+    """
+    replaced = [c.request_key for c in calls if c.request_key in retried]
+    batch = pa.table({name: [getattr(c, name) for c in calls] for name in _CALL_COLUMNS}, schema=_CALL_ARROW_SCHEMA)
+    with store.transaction(con):
+        if replaced:
+            con.execute("DELETE FROM calls WHERE list_contains(?, request_key)", [replaced])
+        con.register("_call_batch", batch)
+        try:
+            con.execute(_INSERT_CALLS)
+        finally:
+            con.unregister("_call_batch")
+
+
+def record_selector(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    dataset: str,
+    judge: str,
+    backend: SelectorBackend,
+    backend_name: str,
+    model: str,
+    orders: int = 3,
+    contract: str = "ranking",
+    lenient: bool = False,
+    limit: int | None = None,
+    concurrency: int = 1,
+    progress: bool = True,
+    replace: bool = False,
+    config: dict | None = None,
+) -> RunSummary:
+    """Record a selector judge on `dataset`; see the module docstring for the guarantees.
+
+    `config` (e.g. the CLI flags) is stored in the run's config_json with the
+    library versions. Raises InputError before any call for bad input or a
+    judge-name conflict; a KeyboardInterrupt is recorded (run status
+    'interrupted', finished calls kept) and re-raised.
+    """
+    if concurrency < 1:
+        raise InputError(f"--concurrency must be at least 1, got {concurrency}", field="--concurrency")
+    started = time.perf_counter()
+    requests, sizes, instruction_sha, manifest = plan_requests(
+        con, dataset=dataset, judge=judge, orders=orders, contract=contract, limit=limit
+    )
+    identity = RunIdentity(dataset, judge, "selector", backend_name, model, instruction_sha, manifest)
+    check_history(con, identity, replace=replace)
+    done = recorded_keys(con, dataset, judge)
+    todo = [r for r in requests if done.get(r.request_key, "runtime_fail") == "runtime_fail"]
+    retried = {r.request_key for r in todo if r.request_key in done}
+    skipped = len(requests) - len(todo)
+    if not todo:
+        return RunSummary(None, dataset, judge, "selector", len(requests), skipped, 0,
+                          seconds=time.perf_counter() - started)
+    run_config = {
+        **(config or {}),
+        "orders": orders, "contract": contract, "lenient": lenient, "limit": limit,
+        "concurrency": concurrency, "instruction_file": load_instruction(contract).file,
+    }
+    run_id = open_run(con, identity, model_revision=backend.model_revision(), config=run_config)
+    statuses: dict[str, int] = {}
+
+    def submit(pool: ThreadPoolExecutor, request: JudgeRequest) -> Future[CallRecord]:
+        shown = {"image_sizes": [list(sizes[c]) for c in request.slot_candidate_ids],
+                 "prompt_chars": len(request.prompt)}
+        return pool.submit(call_judge, backend, request, run_id=run_id, lenient=lenient,
+                           input_json=json.dumps(shown))
+
+    bar = tqdm(total=len(requests), initial=skipped, unit="call", disable=not progress,
+               desc=f"{judge}", dynamic_ncols=True)
+    status = "failed"
+    try:
+        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"judge-{judge}") as pool:
+            try:
+                for batch in _completed_batches(pool, todo, submit, concurrency * PENDING_PER_WORKER):
+                    write_calls(con, batch, retried)
+                    for call in batch:
+                        statuses[call.status] = statuses.get(call.status, 0) + 1
+                    bar.update(len(batch))
+                    bar.set_postfix(statuses, refresh=False)
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+        status = "finished"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        bar.close()
+        store.finish_run(con, run_id, status)
+    return RunSummary(run_id, dataset, judge, "selector", len(requests), skipped, sum(statuses.values()),
+                      statuses, status, time.perf_counter() - started)
+
+
+def _completed_batches(
+    pool: ThreadPoolExecutor,
+    requests: Sequence[JudgeRequest],
+    submit: Callable[[ThreadPoolExecutor, JudgeRequest], Future[CallRecord]],
+    window: int,
+) -> Iterator[list[CallRecord]]:
+    """Keep at most `window` requests queued; yield whatever has finished, as soon as it has."""
+    queue = iter(requests)
+    in_flight: set[Future[CallRecord]] = set()
+    for request in queue:
+        in_flight.add(submit(pool, request))
+        if len(in_flight) >= window:
+            break
+    while in_flight:
+        finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+        for request in queue:
+            in_flight.add(submit(pool, request))
+            if len(in_flight) >= window:
+                break
+        yield [f.result() for f in finished]
+
+
+# ------------------------------------------------------------------ scorers
+
+
+def record_scorer(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    dataset: str,
+    scorer: str,
+    backend: ScorerBackend,
+    backend_name: str,
+    model: str,
+    progress: bool = True,
+    replace: bool = False,
+    config: dict | None = None,
+) -> RunSummary:
+    """Score every candidate of `dataset`, one pool per backend call, committed per pool.
+
+    Candidates already scored under this scorer name are skipped. A pool whose
+    scoring raises twice (one identical retry) stops the run with status
+    'failed'; pools scored before it are kept.
+    """
+    started = time.perf_counter()
+    row = require_dataset(con, dataset)
+    prompts = store.load_prompts(con, dataset)
+    candidates = store.load_candidates(con, dataset)
+    check_images(candidates)
+    identity = RunIdentity(dataset, scorer, "scorer", backend_name, model, None, row["manifest_sha256"])
+    check_history(con, identity, replace=replace)
+    scored = {
+        r[0]
+        for r in con.execute(
+            "SELECT s.candidate_id FROM scores s JOIN runs r USING (run_id) WHERE r.dataset_id = ? AND r.judge = ?",
+            [dataset, scorer],
+        ).fetchall()
+    }
+    text = dict(zip(prompts["prompt_id"], prompts["prompt"]))
+    pools = [(pid, group) for pid, group in candidates.groupby("prompt_id", sort=True)
+             if not set(group["candidate_id"]) <= scored]
+    skipped = len(scored & set(candidates["candidate_id"]))
+    if not pools:
+        return RunSummary(None, dataset, scorer, "scorer", len(candidates), skipped, 0,
+                          seconds=time.perf_counter() - started)
+    run_id = open_run(con, identity, model_revision=backend.model_revision(), config=dict(config or {}))
+    written = 0
+    status = "failed"
+    bar = tqdm(total=len(candidates), initial=skipped, unit="image", disable=not progress,
+               desc=scorer, dynamic_ncols=True)
+    try:
+        for pid, group in pools:
+            group = group.sort_values("canonical_index")
+            todo = group[~group["candidate_id"].isin(scored)]
+            values = _score_pool(backend, text[pid], list(todo["image_path"]), pid)
+            with store.transaction(con):
+                store.insert_records(con, "scores", [
+                    ScoreRecord(run_id, cid, float(v)) for cid, v in zip(todo["candidate_id"], values)
+                ])
+            written += len(todo)
+            bar.update(len(todo))
+        status = "finished"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        bar.close()
+        store.finish_run(con, run_id, status)
+    return RunSummary(run_id, dataset, scorer, "scorer", len(candidates), skipped, written,
+                      {"scored": written}, status, time.perf_counter() - started)
+
+
+def _score_pool(backend: ScorerBackend, prompt: str, paths: list[str], prompt_id: str) -> list[float]:
+    try:
+        values = backend.score(prompt, paths)
+    except Exception:  # one identical retry, as for selectors
+        values = backend.score(prompt, paths)
+    if len(values) != len(paths):
+        raise RuntimeError(f"scorer returned {len(values)} scores for {len(paths)} images of prompt {prompt_id!r}")
+    return list(values)

@@ -1,0 +1,118 @@
+"""Record a content-only scorer: one score per candidate image, each scored alone.
+
+    python -m runners.score --db DB --dataset NAME --scorer NAME \
+        --backend {clip,simulated} --model ViT-L-14 [--pretrained openai]
+
+For `simulated`, --model names a scorer profile of runners/judges/simulated.json.
+Scores are committed pool by pool; run the same command again to resume.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import duckdb
+
+from audit_core import store
+from audit_core.errors import InputError
+from runners.backends.base import ScorerBackend
+from runners.recorder import RunSummary, check_images, record_scorer, require_dataset
+
+BACKENDS: tuple[str, ...] = ("clip", "simulated")
+
+
+def run_scorer(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    dataset: str,
+    scorer: str,
+    backend: ScorerBackend,
+    backend_name: str,
+    model: str,
+    progress: bool = True,
+    replace: bool = False,
+    config: dict | None = None,
+) -> RunSummary:
+    """Score every candidate of `dataset` and write a scorer run with its `scores` rows.
+
+    Candidates already scored under `scorer` are skipped; a name already used
+    with another backend, model or manifest is refused unless `replace`.
+    """
+    return record_scorer(
+        con,
+        dataset=dataset,
+        scorer=scorer,
+        backend=backend,
+        backend_name=backend_name,
+        model=model,
+        progress=progress,
+        replace=replace,
+        config=config,
+    )
+
+
+def make_backend(args: argparse.Namespace) -> ScorerBackend:
+    """Build the scorer the flags ask for."""
+    if args.backend == "simulated":
+        from runners.backends.simulated import simulated_scorer
+
+        try:
+            return simulated_scorer(args.model)
+        except ValueError as err:
+            raise InputError(str(err), field="--model") from None
+    from runners.backends.clip import ClipScorer
+
+    return ClipScorer(args.model, pretrained=args.pretrained, device=args.device, batch_size=args.batch_size)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m runners.score", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", required=True, help="DuckDB file holding the dataset")
+    parser.add_argument("--dataset", required=True, help="dataset name in the store")
+    parser.add_argument("--scorer", required=True, help="name to record this scorer under")
+    parser.add_argument("--backend", required=True, choices=BACKENDS)
+    parser.add_argument("--model", required=True, help="open_clip architecture (clip) or profile (simulated)")
+    parser.add_argument("--pretrained", default=None,
+                        help="open_clip pretrained tag or checkpoint file (clip), e.g. openai")
+    parser.add_argument("--device", default="auto", help="auto, cuda, mps or cpu (clip)")
+    parser.add_argument("--batch-size", type=int, default=32, help="images per forward pass (clip)")
+    parser.add_argument("--replace", action="store_true", help="delete this scorer's earlier scores first")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    config = {k: v for k, v in vars(args).items() if k != "quiet"}
+    try:
+        con = store.connect(args.db)
+        try:
+            require_dataset(con, args.dataset)
+            check_images(store.load_candidates(con, args.dataset))
+            summary = run_scorer(
+                con,
+                dataset=args.dataset,
+                scorer=args.scorer,
+                backend=make_backend(args),
+                backend_name=args.backend,
+                model=args.model,
+                progress=not args.quiet,
+                replace=args.replace,
+                config=config,
+            )
+        finally:
+            con.close()
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: scored pools are recorded; run the same command again to resume", file=sys.stderr)
+        return 130
+    print(summary.describe())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
