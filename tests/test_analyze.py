@@ -1,0 +1,234 @@
+"""The whole audit: against a loop-based reference, invariances, edge cases, the command."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from audit_core import store
+from audit_core.analysis import audit
+from audit_core.audit_data import AuditData
+from audit_core.policies import policy_picks
+from benchmarks.synthetic import build_synthetic_db
+from runners import analyze
+from tests.fixtures_audit import make_data, random_data
+
+
+def reference(data: AuditData, pick: np.ndarray) -> dict[str, float]:
+    """Obviously-correct per-prompt loop over one policy's picks."""
+    rows = []
+    for p in range(data.n_prompts):
+        if pick[p] < 0:
+            continue
+        h = [v for v in data.utility[p] if not math.isnan(v)]
+        mean, best = sum(h) / len(h), max(h)
+        chosen = data.utility[p, pick[p]]
+        error = data.outcomes["stereotype"][p]
+        errors = [v for v in error if not math.isnan(v)]
+        rows.append({
+            "country": data.prompts["country"][p],
+            "regret": best - chosen,
+            "gain": chosen - mean,
+            "bmr": float(chosen < mean - 1e-12),
+            "bmr_random": sum(v < mean - 1e-12 for v in h) / len(h),
+            "best": float(chosen >= best - 1e-12),
+            "stereotype_delta": error[pick[p]] - sum(errors) / len(errors),
+        })
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return {"n": 0}
+    by_country = frame.groupby("country")["regret"].mean()
+    out = {k: frame[k].mean() for k in ("regret", "gain", "bmr", "bmr_random", "best", "stereotype_delta")}
+    out.update(n=len(frame), worst_group_regret=by_country.max(), disparity=by_country.max() - by_country.min())
+    return out
+
+
+@pytest.fixture(scope="module")
+def data() -> AuditData:
+    return random_data(n=60, seed=4)
+
+
+@pytest.fixture(scope="module")
+def result(data: AuditData):
+    return audit(data, resamples=300, seed=1)
+
+
+def test_point_estimates_match_a_loop_reference(data: AuditData, result) -> None:
+    table = result.policies.set_index("policy")
+    for name, pick in policy_picks(data).items():
+        ref = reference(data, pick)
+        row = table.loc[name]
+        assert row["n"] == ref["n"], name
+        if ref["n"] == 0:
+            continue
+        for key in ("regret", "gain", "bmr", "bmr_random", "best", "stereotype_delta", "worst_group_regret", "disparity"):
+            assert row[key] == pytest.approx(ref[key], abs=1e-12), (name, key)
+        assert row["coverage"] == pytest.approx(ref["n"] / data.n_prompts)
+        assert row["gain"] == pytest.approx(row["random_regret"] - row["regret"], abs=1e-12)  # G = (h*−h̄) − R
+
+
+def test_random_and_oracle_rows(result) -> None:
+    table = result.policies.set_index("policy")
+    assert table.loc["random", "gain"] == 0.0 and table.loc["random", "bmr_delta"] == 0.0
+    assert table.loc["random", "bmr"] == pytest.approx(table.loc["random", "bmr_random"])
+    assert table.loc["oracle", "regret"] == 0.0 and table.loc["oracle", "best"] == 1.0
+    assert table.loc["oracle", "gain"] == pytest.approx(table.loc["random", "regret"])
+
+
+def test_intervals_contain_point_estimates(result) -> None:
+    table = result.policies[result.policies["n"] > 5]
+    for stat in ("regret", "gain", "utility", "bmr"):
+        assert (table[f"{stat}_lo"] <= table[stat] + 1e-12).all(), stat
+        assert (table[stat] <= table[f"{stat}_hi"] + 1e-12).all(), stat
+    errors = table["stereotype_delta_hi_bonf"] - table["stereotype_delta_lo_bonf"]
+    assert (errors >= table["stereotype_delta_hi"] - table["stereotype_delta_lo"] - 1e-12).all()
+
+
+def test_same_seed_same_result_and_seed_recorded(data: AuditData) -> None:
+    first = audit(data, resamples=200, seed=9)
+    again = audit(data, resamples=200, seed=9)
+    pd.testing.assert_frame_equal(first.policies, again.policies)
+    pd.testing.assert_frame_equal(first.groups, again.groups)
+    assert first.to_summary()["seed"] == 9 and first.to_summary()["resamples"] == 200
+    other = audit(data, resamples=200, seed=10)
+    assert not np.allclose(first.policies["regret_lo"], other.policies["regret_lo"])
+
+
+def permuted(data: AuditData, rows: np.ndarray, cols: np.ndarray) -> AuditData:
+    """The same dataset with prompts reordered and every pool's canonical columns relabelled."""
+    inverse = np.argsort(cols)
+    width = data.mask.shape[1]
+    remap = lambda pick: np.where(pick >= 0, inverse[np.clip(pick, 0, width - 1)], pick)  # noqa: E731
+    return AuditData(
+        dataset_id=data.dataset_id,
+        prompts=data.prompts.iloc[rows].reset_index(drop=True),
+        candidate_ids=data.candidate_ids[rows][:, cols],
+        source_models=data.source_models[rows][:, cols],
+        mask=data.mask[rows][:, cols],
+        outcomes={k: v[rows][:, cols] for k, v in data.outcomes.items()},
+        picks={k: remap(v[rows]) for k, v in data.picks.items()},
+        slots={k: v[rows] for k, v in data.slots.items()},
+        statuses={k: v[rows] for k, v in data.statuses.items()},
+        scores={k: v[rows][:, cols] for k, v in data.scores.items()},
+    )
+
+
+def test_shuffling_prompts_and_candidate_columns_preserves_results() -> None:
+    # full pools of distinct values, so no tie-break depends on the column order
+    rng = np.random.default_rng(8)
+    n = 50
+    h = rng.permuted(np.tile(np.arange(4) / 4, (n, 1)), axis=1)
+    picks = {"a": rng.integers(0, 4, size=(n, 3)), "b": rng.integers(0, 4, size=(n, 3))}
+    for judge in picks:
+        picks[judge][:, 1] = picks[judge][:, 0]  # never a tied majority: tie-breaks follow canonical order
+    extra = {"stereotype": rng.random((n, 4)), "missing_explicit": rng.random((n, 4)), "missing_implicit": rng.random((n, 4))}
+    base = make_data(h, picks, [f"c{i % 3}" for i in range(n)], extra, scores={"clip": rng.random((n, 4))})
+    shuffled = permuted(base, rng.permutation(n), np.array([2, 0, 3, 1]))
+    one, two = audit(base, resamples=0), audit(shuffled, resamples=0)
+    columns = ["policy", "n", "regret", "gain", "bmr", "bmr_random", "best", "worst_group_regret",
+               "disparity", "stereotype_delta", "missing_explicit_sensitive_delta"]
+    pd.testing.assert_frame_equal(one.policies[columns], two.policies[columns], check_exact=False, atol=1e-12)
+    pd.testing.assert_frame_equal(one.judges.drop(columns=["first_slot", "chi2", "chi2_p"]),
+                                  two.judges.drop(columns=["first_slot", "chi2", "chi2_p"]))
+
+
+def test_a_judge_that_never_answers() -> None:
+    h = np.array([[0.1, 0.5, 0.9], [0.2, 0.4, 0.6]])
+    data = make_data(h, {"mute": np.full((2, 2), -1), "ok": np.array([[2, 2], [0, 1]])}, countries=["x", "y"])
+    result = audit(data, resamples=50)
+    table = result.policies.set_index("policy")
+    assert table.loc["mute", "n"] == 0 and table.loc["mute", "coverage"] == 0.0
+    assert np.isnan(table.loc["mute", "regret"]) and np.isnan(table.loc["mute", "regret_lo"])
+    assert np.isnan(table.loc["mute", "worst_group_regret"]) and table.loc["mute", "countries_covered"] == 0
+    judge = result.judges.set_index("judge").loc["mute"]
+    assert judge["valid"] == 0 and judge["failed"] == 4 and np.isnan(judge["flip_rate"])
+    # zero-coverage groups are reported with coverage 0 and no risk, not zero risk
+    groups = result.groups.set_index(["policy", "country"])
+    assert groups.loc[("ok agree>=2/2", "y"), "coverage"] == 0.0
+    assert np.isnan(groups.loc[("ok agree>=2/2", "y"), "regret"])
+    json.dumps(result.to_summary())
+
+
+def test_gates_table_reports_kept_and_rejected_next_to_random_and_ungated(result) -> None:
+    gates_table = result.gates
+    policies = result.policies.set_index("policy")
+    assert set(gates_table["side"]) == {"kept", "rejected"}
+    for gate, part in gates_table.groupby("gate"):
+        kept, rejected = part.set_index("side").loc["kept"], part.set_index("side").loc["rejected"]
+        assert kept["n"] == policies.loc[gate, "n"] and rejected["n"] == policies.loc[f"{gate} rejected", "n"]
+        assert kept["random_regret"] == pytest.approx(policies.loc[gate, "random_regret"])
+        assert kept["regret_vs_ungated"] == pytest.approx(kept["regret"] - kept["ungated_regret"], abs=1e-12)
+
+
+def test_risk_coverage_has_every_threshold(data: AuditData, result) -> None:
+    rc = result.risk_coverage
+    for judge in data.judges:
+        part = rc[(rc["judge"] == judge) & rc["kind"].isin(["judge", "majority", "order_gate"])]
+        assert part["threshold"].tolist() == [0, 1, 2, 3]
+        assert (np.diff(part["coverage"].to_numpy()[1:]) <= 0).all()
+
+
+def test_positions_and_shares_are_fractions(result) -> None:
+    pos = result.positions
+    assert ((pos["share"] >= 0) & (pos["share"] <= 1)).all()
+    pooled = pos[pos["m"].isna()]
+    for _, part in pooled.groupby("judge"):
+        assert part["share"].sum() == pytest.approx(1.0) and part["uniform"].sum() == pytest.approx(1.0)
+
+
+@pytest.fixture(scope="module")
+def synthetic_db(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("db") / "synthetic.duckdb"
+    build_synthetic_db(path, n_prompts=300, n_judges=3, n_orders=3, seed=2, dataset_id="syn")
+    return str(path)
+
+
+def test_synthetic_dataset_loads_and_audits(synthetic_db: str) -> None:
+    from audit_core.audit_data import load_audit_data
+
+    con = store.connect(synthetic_db, read_only=True)
+    data = load_audit_data(con, "syn")
+    con.close()
+    assert data.n_prompts == 300 and len(data.judges) == 3 and data.scorers == ["clip"]
+    assert set(data.pool_sizes) == {3, 4}
+    result = audit(data, resamples=100)
+    first = result.judges.set_index("judge")["first_slot"]
+    assert first["slot_a"] > first["steady"]  # the slot-A judge shows its bias
+
+
+def test_analyze_command_writes_summary_and_tables(synthetic_db: str, tmp_path) -> None:
+    out = tmp_path / "out"
+    assert analyze.main(["--db", synthetic_db, "--dataset", "syn", "--out", str(out), "--resamples", "50", "--seed", "3"]) == 0
+    for name in ("policies", "positions", "groups", "cultural", "risk_coverage", "gates", "judges"):
+        assert (out / f"{name}.csv").is_file()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["seed"] == 3 and summary["resamples"] == 50
+    row = summary["policies"][2]
+    for key in ("policy", "n", "coverage", "utility", "regret", "regret_ci", "gain", "gain_ci", "bmr",
+                "bmr_random", "best", "worst_group_regret"):
+        assert key in row
+    judge = summary["judges"]["slot_a"]
+    for key in ("calls", "valid", "first_slot", "first_slot_uniform", "flip_rate", "slot_shares"):
+        assert key in judge
+    assert all(0 <= v <= 1 for v in judge["slot_shares"].values())
+
+
+def test_analyze_command_rejects_unknown_inputs(synthetic_db: str, tmp_path, capsys) -> None:
+    assert analyze.main(["--db", synthetic_db, "--dataset", "nope", "--out", str(tmp_path)]) == 2
+    assert "dataset 'nope' is not in" in capsys.readouterr().err
+    assert analyze.main(["--db", str(tmp_path / "missing.duckdb"), "--dataset", "x", "--out", str(tmp_path)]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_dataset_without_judges_still_has_every_table() -> None:
+    data = make_data(np.array([[0.1, 0.5, 0.9], [0.2, 0.4, 0.6]]), {}, countries=[None, None])
+    result = audit(data, resamples=20)
+    assert result.policies["policy"].tolist() == ["random", "oracle"]
+    for name, frame in result.tables().items():
+        assert len(frame.columns) > 0, name
+    assert result.groups["country"].tolist() == ["(none)", "(none)"]
+    json.dumps(result.to_summary())
