@@ -260,7 +260,8 @@ def audit(data: AuditData, resamples: int = 10_000, seed: int = 0) -> AuditResul
 
     lo = hi = lo_b = hi_b = np.full(len(ratios), np.nan)
     worst_lo = worst_hi = np.full(len(evaluated), np.nan)
-    group_lo = group_hi = np.full((len(evaluated), len(blocks), 2), np.nan)
+    group_lo = np.full((len(evaluated), len(blocks), 2), np.nan)
+    group_hi = np.full((len(evaluated), len(blocks), 2), np.nan)
     if resamples > 0 and n_prompts > 0:
         res = bootstrap.resampled_sums(cols.take_matrix(), resamples, seed, blocks, np.unique(gidx))
         samples = bootstrap.ratio(res.totals[:, num], res.totals[:, den])

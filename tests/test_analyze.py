@@ -88,6 +88,14 @@ def test_intervals_contain_point_estimates(result) -> None:
     assert (errors >= table["stereotype_delta_hi"] - table["stereotype_delta_lo"] - 1e-12).all()
 
 
+def test_country_intervals_contain_their_estimates_and_have_width(result) -> None:
+    groups = result.groups[result.groups["n"] > 5]
+    for stat in ("regret", "gain"):
+        assert (groups[f"{stat}_lo"] <= groups[stat] + 1e-12).all(), stat
+        assert (groups[stat] <= groups[f"{stat}_hi"] + 1e-12).all(), stat
+    assert (groups["regret_hi"] > groups["regret_lo"]).any()
+
+
 def test_same_seed_same_result_and_seed_recorded(data: AuditData) -> None:
     first = audit(data, resamples=200, seed=9)
     again = audit(data, resamples=200, seed=9)

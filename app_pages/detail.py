@@ -1,0 +1,107 @@
+"""Pool detail: one pool across every presentation order.
+
+What each judge saw (one grid row per order, one column per slot, each judge's
+pick framed in its colour), the held-out ratings with the individual votes,
+what each judge's order-0 pick cost, what every gate did, and on demand the raw
+text of every call. Previous/next walk the explorer's current filter.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app_ui import context, draw
+from audit_core import browse
+
+CELL = 150
+
+sel = context.selection("detail")
+draw.header(
+    "Pool detail",
+    sel,
+    "One pool in every order: what each judge saw, what it returned, and what each gate did with it.",
+)
+data = sel.data()
+flt = context.pool_filter_from_url()
+matches = browse.filter_pools(data, sel.outcomes(), flt) if sel.judge else data.prompts
+ids = matches["prompt_id"].tolist()
+first = ids[0] if ids else data.prompts["prompt_id"].iat[0]
+prompt_id = context.bound(st.text_input, "Prompt id", "prompt", first, always=True)
+try:
+    row = browse.prompt_row(data, prompt_id)
+except KeyError as err:
+    st.error(f"{err.args[0]}. Pick a pool in the explorer or paste a prompt id from this dataset.")
+    st.stop()
+
+# --- the prompt, and where it sits in the explorer's filter
+pool = data.prompts.iloc[row]
+st.subheader("Prompt")
+st.text(pool["prompt"])
+st.caption(f"{draw.esc(pool['country'] or 'no country')} · {draw.esc(pool['category'] or 'no category')} · {pool['m']} images")
+previous, following = browse.neighbours(ids, prompt_id)
+link_filter = context.filter_params(flt)
+nav = st.columns(3)
+if previous:
+    nav[0].page_link("app_pages/detail.py", label="Previous pool", icon=":material/arrow_back:",
+                     query_params=sel.link("detail", prompt=previous, **link_filter))
+nav[1].page_link("app_pages/explorer.py", label="Back to the explorer", icon=":material/grid_view:",
+                 query_params=sel.link("explorer", **link_filter))
+if following:
+    nav[2].page_link("app_pages/detail.py", label="Next pool", icon=":material/arrow_forward:",
+                     query_params=sel.link("detail", prompt=following, **link_filter))
+st.caption(
+    f"Pool {ids.index(prompt_id) + 1:,} of the {len(ids):,} in the explorer's current filter."
+    if prompt_id in ids else "This pool is outside the explorer's current filter."
+)
+
+# --- what each judge saw, order by order
+m = int(pool["m"])
+candidate_ids = list(data.candidate_ids[row, :m])
+calls, votes = sel.pool_records(prompt_id, candidate_ids)
+ratings = browse.candidate_table(data, row, votes).set_index("candidate_id")
+colours = draw.judge_colours(sel.judges)
+marks = browse.judge_marks(sel.judges)
+st.subheader("What each judge saw and returned")
+draw.legend(sel.judges, colours, marks)
+paths = sel.image_paths()
+grid = browse.pool_grid(calls)
+if grid.empty:
+    st.info("No judge has been called on this pool yet.")
+for _, arrangement in grid.groupby("arrangement"):
+    cells = st.columns([1] + [1] * m)
+    head = arrangement.iloc[0]
+    cells[0].markdown(f"**Order {head['order_index']}**")
+    cells[0].caption("shown to " + ", ".join(draw.esc(j) for j in head["judges"]))
+    for cell, slot in zip(cells[1:], arrangement.itertuples()):
+        rating = ratings.loc[slot.candidate_id]
+        cell.image(draw.framed(paths.get(slot.candidate_id), CELL, [colours[j] for j in slot.picked_by],
+                               bool(rating["best"]), rating["generator"]))
+        picked = ", ".join(marks[j] for j in slot.picked_by)
+        cell.caption(f"**{slot.slot_label}** · {draw.esc(rating['generator'])} · alignment {draw.number(rating['alignment'])}"
+                     + (f" · picked by {draw.esc(picked)}" if picked else ""))
+
+st.subheader("Held-out ratings")
+st.caption("Mean rating per outcome (errors: share of annotators flagging it), individual alignment votes, content scores.")
+st.dataframe(ratings.reset_index(), hide_index=True, width="stretch")
+
+st.subheader("What each judge's order-0 pick cost")
+st.caption("Regret = best − picked alignment; gain = picked − pool mean (random); below mean = gain < 0.")
+if sel.judges:
+    st.dataframe(browse.pool_outcomes({j: sel.outcomes(j) for j in sel.judges}, row), width="stretch")
+    st.dataframe(browse.choices_by_order(calls), width="stretch")
+    st.caption("Choices by order: the slot each call named and the image behind it, or the call's failure status.")
+
+st.subheader("Every gate's decision")
+st.caption("A gate acts only when its orders or judges agree; otherwise it abstains and returns nothing.")
+decisions = browse.gate_decisions(data, sel.picks(), row)
+decisions["acts"] = decisions["acts"].map({True: "acts", False: "abstains"})
+thumbs = {cid: draw.data_uri(paths.get(cid), 64, ratings.loc[cid, "generator"]) for cid in candidate_ids}
+decisions.insert(2, "image", decisions["candidate_id"].map(thumbs))
+st.dataframe(decisions, hide_index=True, width="stretch",
+             column_config={"image": st.column_config.ImageColumn("returned image")})
+
+if context.bound(st.toggle, "Show each call's raw output and parse status", "raw", False):
+    for call in calls.itertuples():
+        with st.expander(f"{draw.esc(call.judge)} · order {call.order_index} · {draw.esc(call.status)}"):
+            st.code(call.raw_output if call.raw_output is not None else "(no output recorded)", language=None, wrap_lines=True)
+            st.text(f"status: {call.status} · attempts: {call.attempts} · parse note: {call.parse_note if isinstance(call.parse_note, str) else '—'}")

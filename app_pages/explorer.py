@@ -1,0 +1,98 @@
+"""Prompt explorer: which pools did the judge get wrong, and what did it see?
+
+Filter by country, category, generator, prompt text and outcome of the focus
+judge; sort by regret, gain or rating range; page through the matching pools.
+Each pool shows its candidates in canonical order, framed in the colour of each
+judge whose order-0 pick it is, the best-rated starred, mean alignment below.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app_ui import context, draw
+from audit_core import browse
+
+PAGE_SIZES = (10, 20, 50)
+THUMB = 112
+
+sel = context.selection("explorer")
+draw.header(
+    "Prompt explorer",
+    sel,
+    "Every recorded decision, pool by pool: filter to below-mean picks, order flips or judge disagreements.",
+)
+if sel.judge is None:
+    st.info("This dataset has no selector judge yet, so there are no picks to explore.")
+    st.stop()
+
+data = sel.data()
+outcomes = sel.outcomes()
+generators = sorted({g for g in data.source_models[data.mask].tolist() if g})
+
+# --- the filter, every field bound to the URL
+top = st.columns([2, 2, 2, 3])
+countries = context.bound(top[0].multiselect, "Country", "country", (), sorted(outcomes["country"].dropna().unique()))
+categories = context.bound(top[1].multiselect, "Category", "category", (), sorted(outcomes["category"].dropna().unique()))
+chosen_generators = context.bound(top[2].multiselect, "Generator in pool", "generator", (), generators)
+text = context.bound(top[3].text_input, "Prompt contains", "q", "")
+below = st.columns([5, 2, 1.4, 1])
+chosen_outcomes = context.bound(
+    below[0].multiselect,
+    f"Outcome of {draw.esc(sel.judge)} (all must hold)",
+    "outcome",
+    (),
+    list(browse.OUTCOME_FILTERS),
+    format_func=lambda k: browse.OUTCOME_FILTERS[k][0],
+)
+sort = context.bound(below[1].selectbox, "Sort by", "sort", "regret", list(browse.SORT_KEYS), format_func=browse.SORT_KEYS.get)
+descending = context.bound(below[2].toggle, "Descending", "desc", True)
+page_size = context.bound(below[3].selectbox, "Per page", "per", PAGE_SIZES[0], list(PAGE_SIZES))
+
+flt = browse.PoolFilter(
+    countries=tuple(countries),
+    categories=tuple(categories),
+    generators=tuple(chosen_generators),
+    text=text,
+    outcomes=tuple(chosen_outcomes),
+    sort=sort,
+    descending=descending,
+)
+matches = browse.filter_pools(data, outcomes, flt)
+
+# --- the count, and which page of it
+if st.session_state.get("_explorer_filter", flt) != flt:
+    st.session_state["pg"] = 1  # a new filter starts on its first page
+st.session_state["_explorer_filter"] = flt
+n_pages = browse.page_bounds(len(matches), 1, page_size)[2]
+context.adopt("pg", 1)
+st.session_state["pg"] = min(max(int(st.session_state["pg"]), 1), n_pages)
+count, pager = st.columns([3, 1])
+count.markdown(f"**{len(matches):,}** of {len(outcomes):,} pools match · sorted by {browse.SORT_KEYS[sort]}")
+page = pager.number_input(f"Page (of {n_pages})", min_value=1, max_value=n_pages, step=1, key="pg")
+context.publish("pg", page, 1)
+start, stop, _ = browse.page_bounds(len(matches), page, page_size)
+if matches.empty:
+    st.info("No pool matches this filter. Remove a condition to widen it.")
+    st.stop()
+
+# --- the grid
+colours = draw.judge_colours(sel.judges)
+marks = browse.judge_marks(sel.judges)
+draw.legend(sel.judges, colours, marks)
+shown = matches.iloc[start:stop]
+tiles = browse.pool_tiles(data, shown.index.to_numpy(), sel.judges, sel.image_paths())
+link_filter = context.filter_params(flt)
+grid = st.columns(2)
+for k, pool in enumerate(shown.itertuples()):
+    with grid[k % 2].container(border=True):
+        st.text(pool.prompt)
+        st.caption(draw.pool_facts(pool, sel.judge))
+        st.image(draw.pool_strip(tiles.loc[tiles["row"] == pool.Index], colours, marks, THUMB, data.mask.shape[1]))
+        st.page_link(
+            "app_pages/detail.py",
+            label=f"Open pool {draw.esc(pool.prompt_id)}",
+            icon=":material/open_in_new:",
+            query_params=sel.link("detail", prompt=pool.prompt_id, **link_filter),
+        )
+st.caption(f"Pools {start + 1:,}–{stop:,} of {len(matches):,}.")

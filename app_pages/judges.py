@@ -1,0 +1,50 @@
+"""Judge comparison: a gate validated for one judge is not validated for the next.
+
+Side by side for every selector judge: call outcomes and position bias, the gain
+of each judge and its content-only baseline, how often pairs of judges agree,
+which generators each favours, and whether order flips grow with the stakes.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app_ui import context, draw
+
+sel = context.selection("judges")
+draw.header(
+    "Judge comparison",
+    sel,
+    "Do the judges behave alike? Position bias, flips and gains differ from judge to judge.",
+)
+if not sel.judges:
+    st.info("No selector judge has been recorded on this dataset yet.")
+    st.stop()
+result = sel.audit()
+colours = draw.judge_colours(sel.judges)
+
+st.subheader("Calls, position bias and order consistency")
+st.dataframe(result.judges, hide_index=True, width="stretch")
+st.caption("first_slot vs first_slot_uniform: share of valid calls picking slot A vs no bias (χ² test); "
+           "flip_rate: prompts whose returned image changes with the order; entropy: order inconsistency, 0–1.")
+
+single = result.policies[result.policies["kind"].isin(["random", "oracle", "judge", "majority", "scorer"])]
+draw.chart(draw.forest(single, "policy", "gain", "Gain over random, judge by judge", "gain over random (alignment)", colour="kind"),
+           "Each judge's order-0 pick and majority vote, content-only scorers, and the oracle; whiskers: 95% intervals.")
+
+left, right = st.columns(2)
+with left:
+    pairs = result.policies[result.policies["kind"] == "judge_gate"]
+    st.subheader("When two judges agree")
+    st.dataframe(pairs[["policy", "n", "coverage", "gain", "gain_lo", "gain_hi", "regret", "bmr", "bmr_random"]],
+                 hide_index=True, width="stretch")
+    st.caption("coverage: share of prompts on which both judges' order-0 picks are the same image; gain on those prompts.")
+with right:
+    st.subheader("Which generator each judge favours")
+    st.dataframe(result.generators.pivot(index="source_model", columns="judge", values="share").join(
+        result.generators.groupby("source_model")["uniform"].mean().rename("uniform")), width="stretch")
+    st.caption("Share of valid calls returning each generator's image vs its share under uniform choice.")
+
+st.subheader("Do order flips grow where the choice matters more?")
+st.dataframe(result.flips_by_range, hide_index=True, width="stretch")
+st.caption("Flip rate by tertile of the pool's rating range (best − worst alignment), among fully parsed prompts.")

@@ -1,0 +1,87 @@
+"""Overview: does the focus judge return better images than random choice?
+
+Headline cards for the focus judge, then four figures: slot preference by judge,
+regret by country, what each gate keeps and rejects, and every policy's gain
+over random with its interval. All numbers come from `audit_core.analysis`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from app_ui import context, draw
+
+sel = context.selection("overview")
+draw.header(
+    "Overview",
+    sel,
+    "Does the judge return better images than random choice, and where does it go wrong?",
+)
+result = sel.audit()
+policies = result.policies.set_index("policy")
+colours = draw.judge_colours(sel.judges)
+
+# --- headline cards for the focus judge
+if sel.judge:
+    p = policies.loc[sel.judge]
+    judge = result.judges.set_index("judge").loc[sel.judge]
+    k = int(judge["orders"])
+    unanimity = result.gates[(result.gates["gate"] == f"{sel.judge} agree>={k}/{k}") & (result.gates["side"] == "kept")]
+    cards = [*st.columns(3), *st.columns(3)]
+    cards[0].metric("Gain over random", draw.interval(p["gain"], p["gain_lo"], p["gain_hi"], signed=True),
+                    help="Mean alignment of the order-0 pick minus the pool's mean (exact random); 95% bootstrap interval.")
+    cards[1].metric("Regret", draw.interval(p["regret"], p["regret_lo"], p["regret_hi"]),
+                    help="Best alignment in the pool minus the picked image's, averaged over prompts.")
+    cards[2].metric("Below-mean rate", f"{p['bmr']:.0%} vs {p['bmr_random']:.0%}",
+                    help="Share of picks rated below the pool mean, next to random's matched rate.")
+    cards[3].metric("First-slot picks", f"{judge['first_slot']:.0%} vs {judge['first_slot_uniform']:.0%}",
+                    help=f"Share of valid calls choosing slot A vs the uniform expectation (χ² p = {judge['chi2_p']:.2g}).")
+    cards[4].metric("Flip rate across orders", draw.number(judge["flip_rate"]) if k > 1 else "one order",
+                    help="Share of fully parsed prompts whose returned image changes with the presentation order.")
+    if k > 1 and not unanimity.empty:
+        u = unanimity.iloc[0]
+        cards[5].metric(f"Unanimity gate keeps {u['coverage']:.0%}", f"gain {draw.number(u['gain'], signed=True)}",
+                        help=f"Acts only when all {k} orders agree; gain over random on the {int(u['n'])} prompts it keeps.")
+    st.caption(
+        f"{int(p['n']):,} prompts acted on ({p['coverage']:.0%} coverage) · {int(judge['calls']):,} calls, "
+        f"{int(judge['failed']):,} failed · {result.resamples:,} bootstrap resamples, seed {result.seed}."
+    )
+else:
+    st.info("No selector judge has been recorded on this dataset; only random, oracle and scorers are shown.")
+
+# --- figures
+left, right = st.columns(2)
+with left:
+    if not result.positions.empty:
+        draw.chart(draw.slot_chart(result.positions, colours),
+                   "Bars: share of each judge's valid calls choosing each slot; black marks: the share with no position bias.")
+with right:
+    shown = ["random", *sel.judges]
+    draw.chart(draw.group_chart(result.groups, shown, colours),
+               "Mean regret per country for random choice and each judge's order-0 pick; whiskers: 95% intervals.")
+
+if sel.judge:
+    focus_gates = result.gates[result.gates["base_judge"] == sel.judge]
+    if not focus_gates.empty:
+        draw.chart(draw.gate_chart(focus_gates),
+                   f"Gain over random of {draw.esc(sel.judge)}'s gates on the prompts they keep vs reject; "
+                   "diamonds: the ungated judge on the same prompts.")
+
+forest = result.policies[~result.policies["kind"].str.endswith("rejected")]
+draw.chart(draw.forest(forest, "policy", "gain", "Every policy's gain over random", "gain over random (alignment)", colour="kind"),
+           "Dots: mean gain over random on the prompts each policy acts on; whiskers: 95% bootstrap intervals; dashed: random.")
+with st.expander("All policies as a table"):
+    columns = ["policy", "kind", "n", "coverage", "gain", "gain_lo", "gain_hi", "regret", "bmr", "bmr_random", "best",
+               "worst_group_regret", "disparity"]
+    st.dataframe(result.policies[[c for c in columns if c in result.policies.columns]], hide_index=True, width="stretch")
+
+# --- findings to take away
+st.subheader("Export the findings")
+exports = st.columns(3)
+exports[0].download_button("Summary (JSON)", json.dumps(result.to_summary(), indent=2), f"{sel.dataset_id}_summary.json",
+                           mime="application/json")
+exports[1].download_button("Policies (CSV)", result.policies.to_csv(index=False), f"{sel.dataset_id}_policies.csv", mime="text/csv")
+exports[2].download_button("Gates (CSV)", result.gates.to_csv(index=False), f"{sel.dataset_id}_gates.csv", mime="text/csv")
+st.caption("The headline estimates with intervals, resamples and seed; every policy's measures; every gate's kept and rejected sides.")

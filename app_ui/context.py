@@ -1,0 +1,332 @@
+"""What every page shares: the sidebar selection, URL parameters and cached loads.
+
+Heavy results are cached per (database path, file stamp, dataset): a rewritten
+database gets a new stamp and therefore fresh results. Cached objects are shared
+between sessions and must be treated as read-only.
+
+URL parameters are the source of truth for a view. A widget bound with `adopt`
+takes its value from the URL whenever the URL differs from what the app last
+wrote there (a pasted link, a page link, the browser's back button) and keeps
+its own state otherwise; `publish` writes the value back.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from audit_core import browse, store
+from audit_core.analysis import AuditResult, audit
+from audit_core.audit_data import AuditData, load_audit_data
+from audit_core.outcomes import prompt_outcomes
+from audit_core.policies import policy_picks
+
+DEFAULT_DB = "data/demo.duckdb"
+DB_ENV = "JUDGE_AUDIT_DB"
+RESAMPLES = 10_000
+_SEEN = "_url_seen"
+_SELECTION = "_selection"
+
+UrlValue = str | int | bool | tuple[str, ...]
+
+
+def default_db() -> str:
+    """The database opened when the URL names none: $JUDGE_AUDIT_DB, else the demo."""
+    return os.environ.get(DB_ENV) or DEFAULT_DB
+
+
+def db_stamp(path: str) -> float:
+    """Last modification of the database file or its write-ahead log."""
+    stamps = [p.stat().st_mtime for p in (Path(path), Path(path + ".wal")) if p.exists()]
+    return max(stamps, default=0.0)
+
+
+def is_simulated(row: Mapping[str, object]) -> bool:
+    """A dataset is simulated when its source is the demo or its notes say so."""
+    notes = str(row.get("notes") or "")
+    return row.get("source") == "demo" or "simulated" in notes.lower()
+
+
+# ------------------------------------------------------------ URL binding
+
+
+def _read_url(key: str, default: UrlValue) -> UrlValue | None:
+    if isinstance(default, tuple):
+        values = tuple(st.query_params.get_all(key))
+        return values or None
+    return st.query_params.get(key)
+
+
+def _parse(raw: UrlValue | None, default: UrlValue, options: Sequence[object] | None) -> UrlValue:
+    if raw is None:
+        return default
+    try:
+        if isinstance(default, bool):
+            value: UrlValue = raw in ("1", "true", "yes")
+        elif isinstance(default, int):
+            value = int(raw)  # type: ignore[arg-type]
+        else:
+            value = raw
+    except ValueError:
+        return default
+    if options is not None:
+        if isinstance(value, tuple):
+            value = tuple(v for v in value if v in options)
+        elif value not in options:
+            return default
+    return value
+
+
+def adopt(key: str, default: UrlValue, options: Sequence[object] | None = None, *, sticky: bool = False) -> None:
+    """Set the widget state of `key` from the URL when the URL changed since `publish`.
+
+    `sticky` keeps the current state when the URL lacks the key (the sidebar's
+    database, dataset and judge survive moving between pages).
+    """
+    seen = st.session_state.setdefault(_SEEN, {})
+    raw = _read_url(key, default)
+    if key in st.session_state:
+        current = st.session_state[key]
+        valid = options is None or (
+            all(v in options for v in current) if isinstance(current, (list, tuple)) else current in options
+        )
+        if valid and (raw == seen.get(key) or (raw is None and sticky)):
+            return
+    value = _parse(raw, default, options)
+    st.session_state[key] = list(value) if isinstance(value, tuple) else value
+
+
+def publish(key: str, value: object, default: object) -> None:
+    """Write a widget's value to the URL; a default value leaves the URL clean."""
+    seen = st.session_state.setdefault(_SEEN, {})
+    if isinstance(value, list):
+        value = tuple(value)
+    if value == default or value in ("", ()):
+        st.query_params.pop(key, None)
+        seen[key] = None
+        return
+    if isinstance(value, tuple):
+        st.query_params[key] = list(value)
+    elif isinstance(value, bool):
+        st.query_params[key] = "1" if value else "0"
+    else:
+        st.query_params[key] = str(value)
+    seen[key] = value if isinstance(value, tuple) else st.query_params[key]
+
+
+# ------------------------------------------------------------ cached loads
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _datasets(db_path: str, stamp: float) -> pd.DataFrame:
+    con = store.connect(db_path, read_only=True)
+    try:
+        return store.list_datasets(con)
+    finally:
+        con.close()
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the dataset…")
+def _audit_data(db_path: str, stamp: float, dataset_id: str) -> AuditData:
+    con = store.connect(db_path, read_only=True)
+    try:
+        return load_audit_data(con, dataset_id)
+    finally:
+        con.close()
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _image_paths(db_path: str, stamp: float, dataset_id: str) -> dict[str, str | None]:
+    con = store.connect(db_path, read_only=True)
+    try:
+        return browse.load_image_paths(con, dataset_id)
+    finally:
+        con.close()
+
+
+@st.cache_resource(max_entries=16, show_spinner="Joining ratings to picks…")
+def _outcomes(db_path: str, stamp: float, dataset_id: str, judge: str) -> pd.DataFrame:
+    return prompt_outcomes(_audit_data(db_path, stamp, dataset_id), judge)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Applying every policy…")
+def _picks(db_path: str, stamp: float, dataset_id: str) -> dict[str, np.ndarray]:
+    return policy_picks(_audit_data(db_path, stamp, dataset_id))
+
+
+@st.cache_resource(max_entries=4, show_spinner="Running the audit (prompt-level bootstrap)…")
+def _audit(db_path: str, stamp: float, dataset_id: str, resamples: int) -> AuditResult:
+    return audit(_audit_data(db_path, stamp, dataset_id), resamples=resamples, seed=0)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _pool_records(
+    db_path: str, stamp: float, dataset_id: str, prompt_id: str, candidate_ids: tuple[str, ...]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    con = store.connect(db_path, read_only=True)
+    try:
+        return browse.load_pool_calls(con, dataset_id, prompt_id), store.load_votes(con, dataset_id, candidate_ids)
+    finally:
+        con.close()
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The sidebar's choice: database, dataset and focus judge (None if it has no selector)."""
+
+    db_path: str
+    stamp: float
+    dataset_id: str
+    dataset_name: str
+    simulated: bool
+    judges: tuple[str, ...]
+    judge: str | None
+
+    def data(self) -> AuditData:
+        """The dataset's dense arrays (cached per database file and dataset)."""
+        return _audit_data(self.db_path, self.stamp, self.dataset_id)
+
+    def outcomes(self, judge: str | None = None) -> pd.DataFrame:
+        """prompt_outcomes of `judge` (default: the focus judge)."""
+        return _outcomes(self.db_path, self.stamp, self.dataset_id, judge or self.judge)
+
+    def picks(self) -> dict[str, np.ndarray]:
+        """Every policy's (P,) pick, −1 where it abstains (`policies.policy_picks`)."""
+        return _picks(self.db_path, self.stamp, self.dataset_id)
+
+    def audit(self) -> AuditResult:
+        """The full selection audit with RESAMPLES bootstrap resamples, seed 0."""
+        return _audit(self.db_path, self.stamp, self.dataset_id, RESAMPLES)
+
+    def image_paths(self) -> dict[str, str | None]:
+        """candidate_id → image file (None when the dataset has no image for it)."""
+        return _image_paths(self.db_path, self.stamp, self.dataset_id)
+
+    def pool_records(self, prompt_id: str, candidate_ids: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(calls, votes) of one pool: every selector call on it and its candidates' individual ratings."""
+        return _pool_records(self.db_path, self.stamp, self.dataset_id, prompt_id, tuple(candidate_ids))
+
+    def link(self, page: str, **params: UrlValue) -> dict[str, str | list[str]]:
+        """Query parameters of a link to `page` that keeps this selection."""
+        query: dict[str, str | list[str]] = {"page": page, "dataset": self.dataset_id}
+        if self.db_path != default_db():
+            query["db"] = self.db_path
+        if self.judge:
+            query["judge"] = self.judge
+        for key, value in params.items():
+            if value in ("", (), None):
+                continue
+            query[key] = list(value) if isinstance(value, tuple) else str(value)
+        return query
+
+
+def _code(text: str) -> str:
+    """`text` as a Markdown code span: shown literally (backticks, which would end it, become quotes)."""
+    return "`" + text.replace("`", "'") + "`"
+
+
+def sidebar() -> Selection:
+    """Draw the sidebar (database, dataset, judge), keep it in the URL and remember it."""
+    side = st.sidebar
+    adopt("db", default_db(), sticky=True)
+    db_path = side.text_input("Database (DuckDB file)", key="db", help=f"${DB_ENV} sets the default")
+    publish("db", db_path, default_db())
+    if not Path(db_path).is_file():
+        side.error(f"{_code(db_path)}: no such database. Build the demo with `python -m runners.demo --db {DEFAULT_DB}`.")
+        st.stop()
+    stamp = db_stamp(db_path)
+    try:
+        datasets = _datasets(db_path, stamp)
+    except duckdb.Error as err:  # not a DuckDB file, or locked by a job writing to it
+        side.error(f"{_code(db_path)} cannot be opened read-only: {_code(str(err))}. If a runner is writing to it, "
+                   "wait for it to finish or open a copy.")
+        st.stop()
+    if datasets.empty:
+        side.error(f"{_code(db_path)} holds no dataset yet: import one with `python -m runners.ingest`.")
+        st.stop()
+    names = {r.dataset_id: f"{r.name} ({r.prompts} prompts){' · SIMULATED' if is_simulated(r._asdict()) else ''}"
+             for r in datasets.itertuples()}
+    ids = list(names)
+    adopt("dataset", ids[0], ids, sticky=True)
+    dataset_id = side.selectbox("Dataset", ids, key="dataset", format_func=names.get)
+    publish("dataset", dataset_id, None)
+    row = datasets.set_index("dataset_id").loc[dataset_id]
+    simulated = is_simulated(row.to_dict())
+    if simulated:
+        side.warning("SIMULATED data: generated pools, ratings and judges, not real model or human data.")
+    judges = tuple(_audit_data(db_path, stamp, dataset_id).judges)
+    judge = None
+    if judges:
+        adopt("judge", judges[0], judges, sticky=True)
+        judge = side.selectbox("Judge", judges, key="judge")
+        publish("judge", judge, None)
+    else:
+        side.info("No selector judge has been recorded on this dataset yet.")
+    selection = Selection(db_path, stamp, dataset_id, str(row["name"]), simulated, judges, judge)
+    st.session_state[_SELECTION] = selection
+    return selection
+
+
+def selection(page: str) -> Selection:
+    """The selection the sidebar made in this run (app.py draws it first); names `page` in the URL."""
+    st.query_params["page"] = page
+    return st.session_state[_SELECTION]
+
+
+def pool_filter_from_url() -> browse.PoolFilter:
+    """The explorer filter named by the URL (the detail page uses it for previous/next)."""
+    q = st.query_params
+    return browse.PoolFilter(
+        countries=tuple(q.get_all("country")),
+        categories=tuple(q.get_all("category")),
+        generators=tuple(q.get_all("generator")),
+        text=q.get("q", ""),
+        outcomes=tuple(k for k in q.get_all("outcome") if k in browse.OUTCOME_FILTERS),
+        sort=q.get("sort", "regret") if q.get("sort") in browse.SORT_KEYS else "regret",
+        descending=q.get("desc", "1") != "0",
+    )
+
+
+def filter_params(flt: browse.PoolFilter) -> dict[str, UrlValue]:
+    """URL parameters of an explorer filter (defaults left out)."""
+    params: dict[str, UrlValue] = {
+        "country": flt.countries,
+        "category": flt.categories,
+        "generator": flt.generators,
+        "q": flt.text,
+        "outcome": flt.outcomes,
+    }
+    if flt.sort != "regret":
+        params["sort"] = flt.sort
+    if not flt.descending:
+        params["desc"] = "0"
+    return params
+
+
+def bound(
+    widget: Callable[..., Any],
+    label: str,
+    key: str,
+    default: UrlValue,
+    options: Sequence[object] | None = None,
+    *,
+    always: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """Draw `widget` (e.g. `st.multiselect` or a column's method) bound to URL parameter `key`.
+
+    `always` keeps the value in the URL even when it equals the default (a
+    default that depends on other state, like the first pool of a filter).
+    """
+    adopt(key, default, options)
+    value = widget(label, options, key=key, **kwargs) if options is not None else widget(label, key=key, **kwargs)
+    publish(key, value, None if always else default)
+    return value

@@ -1,0 +1,100 @@
+"""A small audit database for the app's tests: pools, votes, judges with known picks.
+
+Built on `fixtures_pools.make_pool_set` (PIL-drawn images, alignment ratings),
+plus individual votes, the cultural-error outcomes, selector judges whose picks
+follow a known rule, one parse failure and an optional content scorer. Prompt
+p000 contains HTML and quotes, to check that the app shows it literally.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from audit_core import orders, store
+from audit_core.ingest.pools import write_pools
+from audit_core.records import CallRecord, RunRecord, ScoreRecord
+from tests.fixtures_pools import make_pool_set
+
+HTML_PROMPT = '<b>Bold</b> "quoted" <script>alert(1)</script> & a festival'
+FAILED = ("p001", 2)  # (prompt, order) where the first judge's output does not parse
+
+
+def pick_rule(prompt_index: int, judge_index: int, order: int, m: int) -> int:
+    """Canonical index a test judge picks: orders agree on even prompts, flip on odd ones."""
+    return (prompt_index + judge_index + (order if prompt_index % 2 else 0)) % m
+
+
+def build_app_db(
+    db: Path,
+    image_dir: Path,
+    *,
+    n_prompts: int = 12,
+    judges: Sequence[str] = ("alpha", "beta"),
+    n_orders: int = 3,
+    scorer: bool = True,
+    images: bool = True,
+    simulated: bool = True,
+) -> Path:
+    """Write the test dataset 'tiny' (see module docstring) into `db`; returns `db`."""
+    pools = make_pool_set(image_dir, n_prompts=n_prompts, pool_sizes=(3, 4))
+    pools.prompts.loc[0, "prompt"] = HTML_PROMPT
+    pools.prompts["category"] = np.where(np.arange(n_prompts) % 3 == 0, "weddings", "festivals")
+    if not images:
+        pools.candidates["image_path"] = None
+    rng = np.random.default_rng(1)
+    extra, votes = [], []
+    for cid, value in pools.ratings[["candidate_id", "value"]].itertuples(index=False):
+        for outcome in ("stereotype", "missing_explicit", "missing_implicit", "image_quality", "overall"):
+            extra.append({"candidate_id": cid, "outcome": outcome, "pool": "all", "value": float(rng.choice([0, 0.5, 1])), "n": 3})
+        spread = [value, value, value] if value in (0.0, 1.0) else [0.0, 0.5, 1.0]
+        votes += [{"candidate_id": cid, "outcome": "alignment", "pool": "all", "annotator": f"a{k}", "value": v}
+                  for k, v in enumerate(spread)]
+    pools.ratings = pd.concat([pools.ratings, pd.DataFrame(extra)], ignore_index=True)
+    pools.votes = pd.DataFrame(votes)
+    pools.source = "demo" if simulated else "tests"
+    pools.notes = "SIMULATED test data" if simulated else None
+
+    con = store.connect(db)
+    try:
+        with store.transaction(con):
+            write_pools(con, pools)
+            _record_judges(con, pools.candidates, judges, n_orders, scorer)
+    finally:
+        con.close()
+    return db
+
+
+def _record_judges(con, candidates: pd.DataFrame, judges: Sequence[str], n_orders: int, scorer: bool) -> None:
+    pools = candidates.groupby("prompt_id")["candidate_id"].apply(sorted)
+    for j, judge in enumerate(judges):
+        run_id = f"tiny:{judge}"
+        store.insert_records(con, "runs", [RunRecord(run_id, "tiny", judge, "selector", "simulated", "done")])
+        calls = []
+        for i, (pid, ids) in enumerate(pools.items()):
+            for k in range(n_orders):
+                shown = orders.rotate(ids, k)
+                chosen = ids[pick_rule(i, j, k, len(ids))]
+                label = orders.slot_labels(len(ids))[shown.index(chosen)]
+                failed = j == 0 and (pid, k) == FAILED
+                calls.append(
+                    CallRecord(
+                        run_id=run_id, prompt_id=pid, order_index=k, slot_candidate_ids=shown,
+                        status="parse_fail" if failed else "ok",
+                        request_key=f"{run_id}:{pid}:{k}",
+                        choice_label=None if failed else label,
+                        chosen_candidate_id=None if failed else chosen,
+                        raw_output="I like the <i>second</i> one best" if failed else f'{{"choice": "{label}"}}',
+                        parse_note="prose, no JSON" if failed else None,
+                    )
+                )
+        store.insert_records(con, "calls", calls)
+    if scorer:
+        store.insert_records(con, "runs", [RunRecord("tiny:scorer", "tiny", "scorer", "scorer", "simulated", "done")])
+        store.insert_records(
+            con, "scores",
+            [ScoreRecord("tiny:scorer", cid, float(len(cid) % 5) / 5) for cid in candidates["candidate_id"]],
+        )

@@ -1,0 +1,245 @@
+"""The app's pages driven by Streamlit's AppTest on a database the tests build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import duckdb
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from audit_core.analysis import audit
+from audit_core.audit_data import load_audit_data
+from audit_core.outcomes import prompt_outcomes
+from tests.app_fixtures import FAILED, HTML_PROMPT, build_app_db, pick_rule
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> str:
+    tmp = tmp_path_factory.mktemp("app")
+    return str(build_app_db(tmp / "app.duckdb", tmp / "images"))
+
+
+@pytest.fixture(scope="module")
+def data(db):
+    con = duckdb.connect(db, read_only=True)
+    try:
+        return load_audit_data(con, "tiny")
+    finally:
+        con.close()
+
+
+def open_page(db: str, page: str, **params: str | list[str]) -> AppTest:
+    """Run the app as a link `?db=…&page=…&…` would open it; fail on any exception."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update({"db": db, "page": page, **params})
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def texts(at: AppTest) -> list[str]:
+    return [e.value for e in [*at.markdown, *at.text, *at.caption]]
+
+
+def match_count(at: AppTest) -> int:
+    line = next(m.value for m in at.markdown if "pools match" in m.value)
+    return int(line.split("**")[1].replace(",", ""))
+
+
+def link_query(link) -> dict[str, list[str]]:
+    return parse_qs(link.proto.query_string)
+
+
+# ------------------------------------------------------------ overview
+
+
+def test_overview_headline_cards_match_the_analysis(db, data):
+    at = open_page(db, "overview")
+    result = audit(data, resamples=10_000, seed=0)
+    alpha = result.policies.set_index("policy").loc["alpha"]
+    cards = {m.label: m.value for m in at.metric}
+    assert cards["Gain over random"] == f"{alpha['gain']:+.2f} [{alpha['gain_lo']:+.2f}, {alpha['gain_hi']:+.2f}]"
+    assert cards["Below-mean rate"] == f"{alpha['bmr']:.0%} vs {alpha['bmr_random']:.0%}"
+    assert any(label.startswith("Unanimity gate keeps") for label in cards)
+    assert len(at.get("plotly_chart")) == 4
+    assert len(at.get("download_button")) == 3  # summary JSON, policies and gates CSV
+    assert any("SIMULATED" in w.value for w in at.warning)
+
+
+# ------------------------------------------------------------ explorer
+
+
+def test_explorer_counts_and_filters_narrow(db, data):
+    outcomes = prompt_outcomes(data, "alpha")
+    at = open_page(db, "explorer")
+    assert match_count(at) == 12
+    assert len(at.get("page_link")) == 10  # first page of 10
+
+    at.multiselect(key="outcome").set_value(["flip"]).run()
+    assert match_count(at) == int(outcomes["flip"].sum()) < 12
+    assert at.query_params["outcome"] == "flip"
+
+    at.multiselect(key="country").set_value(["Japan"]).run()
+    expected = int((outcomes["flip"].fillna(False) & (outcomes["country"] == "Japan")).sum())
+    assert match_count(at) == expected
+
+    at.text_input(key="q").set_value("number 1").run()  # matches prompts 1, 10, 11 before the other filters
+    assert match_count(at) <= 3
+
+
+def test_explorer_text_search_is_literal_and_links_open_detail(db):
+    at = open_page(db, "explorer", q='"quoted" <script>')
+    assert match_count(at) == 1
+    assert HTML_PROMPT in [t.value for t in at.text]
+    (link,) = at.get("page_link")
+    query = link_query(link)
+    assert query["prompt"] == ["p000"] and query["page"] == ["detail"] and query["q"] == ['"quoted" <script>']
+
+
+def test_explorer_url_restores_filter_sort_and_page(db, data):
+    outcomes = prompt_outcomes(data, "alpha")
+    at = open_page(db, "explorer", country="Brazil", sort="gain", desc="0", per="10")
+    assert at.multiselect(key="country").value == ["Brazil"]
+    assert at.selectbox(key="sort").value == "gain"
+    assert at.toggle(key="desc").value is False
+    brazil = outcomes[outcomes["country"] == "Brazil"].sort_values(["gain", "prompt_id"])
+    first_link = at.get("page_link")[0]
+    assert link_query(first_link)["prompt"] == [brazil["prompt_id"].iloc[0]]
+
+    at = open_page(db, "explorer", pg="2")
+    assert at.number_input(key="pg").value == 2
+    assert len(at.get("page_link")) == 2  # 12 pools, 10 per page
+
+
+def test_explorer_judge_marks_follow_the_sidebar_judge(db):
+    at = open_page(db, "explorer", judge="beta")
+    assert at.selectbox(key="judge").value == "beta"
+    assert at.multiselect(key="outcome").label.endswith("(all must hold)")
+    assert "beta" in at.multiselect(key="outcome").label
+
+
+# ------------------------------------------------------------ detail
+
+
+def test_detail_grid_choices_and_gates_for_a_known_pool(db, data):
+    at = open_page(db, "detail", prompt="p003")
+    orders = [m.value for m in at.markdown if m.value.startswith("**Order")]
+    assert orders == ["**Order 0**", "**Order 1**", "**Order 2**"]
+    ids = sorted(f"p003_{g}" for g in ("SD35", "flux", "gpt-image", "imagegen3"))
+    choices = next(d.value for d in at.dataframe if "order 0" in d.value.columns)
+    for j, judge in enumerate(("alpha", "beta")):
+        for k in range(3):
+            assert choices.loc[judge, f"order {k}"].endswith(ids[pick_rule(3, j, k, 4)])
+    ratings = next(d.value for d in at.dataframe if "alignment_votes" in d.value.columns)
+    assert list(ratings["candidate_id"]) == ids
+    assert "score: scorer" in ratings.columns
+    gates = next(d.value for d in at.dataframe if "policy" in d.value.columns)
+    decision = gates.set_index("policy")["acts"]
+    assert decision["alpha agree>=3/3"] == "abstains"  # prompt 3 flips across orders
+    assert decision["alpha"] == "acts"
+
+
+def test_detail_raw_output_on_demand_with_parse_status(db):
+    pid, order = FAILED
+    hidden = open_page(db, "detail", prompt=pid)
+    assert not hidden.code
+    at = open_page(db, "detail", prompt=pid, raw="1")
+    assert len(at.code) == 6  # 2 judges × 3 orders
+    assert "I like the <i>second</i> one best" in [c.value for c in at.code]
+    assert any("parse_fail" in t and "prose, no JSON" in t for t in texts(at))
+    choices = next(d.value for d in at.dataframe if "order 0" in d.value.columns)
+    assert choices.loc["alpha", f"order {order}"] == "parse_fail"
+
+
+def test_detail_shows_html_prompt_literally(db):
+    at = open_page(db, "detail", prompt="p000")
+    assert at.text[0].value == HTML_PROMPT
+    assert not any("<b>Bold</b>" in m.value and not m.value.startswith("<span") for m in at.markdown)
+
+
+def test_detail_previous_next_walk_the_explorer_filter(db, data):
+    outcomes = prompt_outcomes(data, "alpha")
+    flips = outcomes[outcomes["flip"].fillna(False)].sort_values(["regret", "prompt_id"], ascending=[False, True])
+    ids = list(flips["prompt_id"])
+    at = open_page(db, "detail", prompt=ids[1], outcome="flip")
+    links = {link.value: link_query(link) for link in at.get("page_link")}
+    assert links["Previous pool"]["prompt"] == [ids[0]]
+    assert links["Next pool"]["prompt"] == [ids[2]]
+    assert links["Back to the explorer"]["outcome"] == ["flip"]
+
+
+def test_detail_unknown_prompt_says_what_to_do(db):
+    at = open_page(db, "detail", prompt="nope")
+    assert "nope" in at.error[0].value and "explorer" in at.error[0].value
+
+
+# ------------------------------------------------------------ judges, gates, sidebar
+
+
+def test_judges_and_gate_lab_render_and_restore_the_gate(db):
+    at = open_page(db, "judges")
+    assert list(at.dataframe[0].value["judge"]) == ["alpha", "beta"]
+    at = open_page(db, "gates", gate="beta agree>=3/3")
+    assert at.selectbox(key="gate").value == "beta agree>=3/3"
+    assert at.query_params["gate"] == "beta agree>=3/3"
+    assert len(at.metric) == 2
+
+
+def test_root_link_with_page_parameter_opens_that_page(db):
+    at = open_page(db, "explorer", outcome="flip")
+    assert at.title[0].value == "Prompt explorer"
+    assert at.query_params["outcome"] == "flip"
+
+
+def test_missing_database_is_reported_not_raised(tmp_path):
+    at = open_page(str(tmp_path / "missing.duckdb"), "overview")
+    assert "no such database" in at.sidebar.error[0].value
+
+
+def test_a_file_that_is_not_a_database_is_reported(tmp_path):
+    bogus = tmp_path / "notes.duckdb"
+    bogus.write_text("not a database")
+    at = open_page(str(bogus), "overview")
+    assert "cannot be opened read-only" in at.sidebar.error[0].value
+
+
+def test_environment_variable_names_the_default_database(db, monkeypatch):
+    monkeypatch.setenv("JUDGE_AUDIT_DB", db)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["page"] = "explorer"
+    at.run()
+    assert not at.exception
+    assert at.text_input(key="db").value == db
+    assert "db" not in at.query_params  # the default database stays out of links
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"images": False},
+        {"judges": ("solo",)},
+        {"judges": ("qwen", "qwen8b", "smol", "<b>odd</b> *name*"), "scorer": False},
+        {"judges": ("alpha", "beta"), "n_orders": 1, "simulated": False},
+        {"judges": ()},
+    ],
+    ids=["no-images", "one-judge", "four-judges", "one-order", "scorer-only"],
+)
+def test_every_page_renders_for_other_dataset_shapes(tmp_path, shape):
+    db = str(build_app_db(tmp_path / "x.duckdb", tmp_path / "img", **shape))
+    for page in ("overview", "explorer", "detail", "judges", "gates"):
+        at = open_page(db, page)
+        assert at.title[0].value
+        if not shape.get("simulated", True):
+            assert not any("SIMULATED" in w.value for w in at.warning)
+
+
+def test_detail_without_prompt_opens_the_filters_first_pool_and_names_it(db, data):
+    outcomes = prompt_outcomes(data, "alpha")
+    first = outcomes.sort_values(["regret", "prompt_id"], ascending=[False, True])["prompt_id"].iloc[0]
+    at = open_page(db, "detail")
+    assert at.text_input(key="prompt").value == first
+    assert at.query_params["prompt"] == first  # the link names the pool even when it is the default

@@ -1,0 +1,130 @@
+"""The app in a real browser: `streamlit run app.py` on a test database, pages opened
+in headless Chromium. Checks each page renders without an error box and shows its
+expected text; screenshots go to tests/artifacts/ (git-ignored)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.app_fixtures import HTML_PROMPT, build_app_db
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "tests" / "artifacts"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+pytestmark = pytest.mark.skipif(
+    not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()),
+    reason=f"browser test needs Chromium and chromedriver (looked for {CHROMIUM} and {CHROMEDRIVER}); "
+    "`.ci/run` installs them",
+)
+
+PAGES = [
+    # (screenshot name, URL path and query, texts that must appear)
+    ("overview", "/?page=overview", ["Overview", "SIMULATED", "Gain over random"]),
+    ("explorer", "/explorer?page=explorer&outcome=flip", ["Prompt explorer", "pools match", "Open pool p003"]),
+    ("detail", "/detail?page=detail&prompt=p000&raw=1", ["Pool detail", HTML_PROMPT, "Order 2", "Every gate"]),
+    ("judges", "/judges?page=judges", ["Judge comparison"]),
+    ("gates", "/gates?page=gates", ["Gate lab"]),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("browser")
+    db = build_app_db(tmp / "app.duckdb", tmp / "images")
+    port = _free_port()
+    env = {**os.environ, "JUDGE_AUDIT_DB": str(db)}
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--server.headless", "true",
+           "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        pytest.fail(f"streamlit did not start: {proc.stdout.read().decode(errors='replace')[-2000:]}")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync",
+                 "--window-size=1500,2400", f"--user-data-dir={tmp_path_factory.mktemp('chrome')}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def _wait_rendered(driver, texts: list[str], timeout: float = 60) -> str:
+    """Wait until every text is on the page and the script has stopped running."""
+    from selenium.webdriver.common.by import By
+
+    deadline = time.time() + timeout
+    body = ""
+    while time.time() < deadline:
+        body = driver.find_element(By.TAG_NAME, "body").text
+        running = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]')
+        images_done = driver.execute_script("return Array.from(document.images).every(i => i.complete)")
+        if all(t in body for t in texts) and not running and images_done:
+            time.sleep(1.0)  # let images and charts paint before the screenshot
+            return driver.find_element(By.TAG_NAME, "body").text
+        time.sleep(0.5)
+    missing = [t for t in texts if t not in body]
+    raise AssertionError(f"page never showed {missing}; it shows:\n{body[:3000]}")
+
+
+@pytest.mark.parametrize(("name", "path", "texts"), PAGES, ids=[p[0] for p in PAGES])
+def test_page_renders_in_chromium(server, browser, name, path, texts):
+    from selenium.webdriver.common.by import By
+
+    browser.get(server + path)
+    _wait_rendered(browser, texts)
+    errors = browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+    assert not errors, f"{name}: error box shown: {errors[0].text[:2000]}"
+    # Data-born HTML is shown as text, never executed or rendered as markup.
+    assert not browser.find_elements(By.XPATH, "//b[text()='Bold']")
+
+
+def test_clicking_a_pool_opens_its_detail_with_the_filter_in_the_url(server, browser):
+    from selenium.webdriver.common.by import By
+
+    browser.get(server + "/explorer?page=explorer&outcome=flip")
+    _wait_rendered(browser, ["Open pool p003"])
+    browser.find_element(By.PARTIAL_LINK_TEXT, "Open pool p003").click()
+    text = _wait_rendered(browser, ["Pool detail", "Order 0", "Next pool"])
+    assert "prompt=p003" in browser.current_url and "outcome=flip" in browser.current_url
+    assert "in the explorer's current filter" in text
+    browser.save_screenshot(str(ARTIFACTS / "detail_after_click.png"))
