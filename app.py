@@ -3,7 +3,7 @@
 `streamlit run app.py` opens the built-in demo (data/demo.duckdb, or the file
 named by $JUDGE_AUDIT_DB). The sidebar picks the database, dataset and focus
 judge; every page keeps its view in the URL, so a link restores it. A link to the
-app's root may name its page as `?page=explorer` (or detail, judges, gates).
+app's root may name its page as `?page=explorer` (or detail, judges, gates, findings).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ PAGES: dict[str, tuple[str, str, str]] = {
     "detail": ("app_pages/detail.py", "Pool detail", ":material/image_search:"),
     "judges": ("app_pages/judges.py", "Judge comparison", ":material/compare:"),
     "gates": ("app_pages/gates.py", "Gate lab", ":material/filter_alt:"),
+    "findings": ("app_pages/findings.py", "Findings", ":material/description:"),
 }
 
 st.set_page_config(page_title="Judge Audit", page_icon=":material/gavel:", layout="wide")

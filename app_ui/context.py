@@ -31,7 +31,8 @@ from audit_core.policies import policy_picks
 
 DEFAULT_DB = "data/demo.duckdb"
 DB_ENV = "JUDGE_AUDIT_DB"
-RESAMPLES = 10_000
+RESAMPLE_CHOICES: tuple[int, ...] = (1_000, 2_000, 10_000)
+LARGE_DATASET = 20_000  # prompts; above this the default resample count drops to keep the first load short
 _SEEN = "_url_seen"
 _SELECTION = "_selection"
 
@@ -189,6 +190,7 @@ class Selection:
     simulated: bool
     judges: tuple[str, ...]
     judge: str | None
+    resamples: int
 
     def data(self) -> AuditData:
         """The dataset's dense arrays (cached per database file and dataset)."""
@@ -203,8 +205,8 @@ class Selection:
         return _picks(self.db_path, self.stamp, self.dataset_id)
 
     def audit(self) -> AuditResult:
-        """The full selection audit with RESAMPLES bootstrap resamples, seed 0."""
-        return _audit(self.db_path, self.stamp, self.dataset_id, RESAMPLES)
+        """The full selection audit with the chosen number of bootstrap resamples, seed 0."""
+        return _audit(self.db_path, self.stamp, self.dataset_id, self.resamples)
 
     def image_paths(self) -> dict[str, str | None]:
         """candidate_id → image file (None when the dataset has no image for it)."""
@@ -270,7 +272,15 @@ def sidebar() -> Selection:
         publish("judge", judge, None)
     else:
         side.info("No selector judge has been recorded on this dataset yet.")
-    selection = Selection(db_path, stamp, dataset_id, str(row["name"]), simulated, judges, judge)
+    default_resamples = RESAMPLE_CHOICES[-1] if int(row["prompts"]) <= LARGE_DATASET else RESAMPLE_CHOICES[0]
+    adopt("resamples", default_resamples, RESAMPLE_CHOICES, sticky=True)
+    resamples = side.selectbox(
+        "Bootstrap resamples", RESAMPLE_CHOICES, key="resamples", format_func="{:,}".format,
+        help="Prompt-level bootstrap behind every interval (seed 0). Large datasets default to "
+        f"{RESAMPLE_CHOICES[0]:,} so the first load stays short; each choice is computed once and cached.",
+    )
+    publish("resamples", resamples, default_resamples)
+    selection = Selection(db_path, stamp, dataset_id, str(row["name"]), simulated, judges, judge, resamples)
     st.session_state[_SELECTION] = selection
     return selection
 

@@ -152,7 +152,7 @@ def layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int =
         yaxis_title=y_title,
         height=height,
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
-        legend={"orientation": "h", "y": -0.2},
+        legend={"orientation": "h", "y": -min(0.2, 90 / height)},  # a fixed gap below tall figures too
         font={"size": 14},
     )
     return fig
@@ -263,20 +263,27 @@ def group_chart(groups: pd.DataFrame, policies: Sequence[str], colours: Mapping[
 
 
 def gate_chart(gates: pd.DataFrame) -> go.Figure:
-    """Gain over random on the prompts each gate keeps and rejects, with the ungated judge there."""
+    """Gain over random on the prompts each gate keeps and rejects, with the ungated judge there.
+
+    Horizontal bars, one row per gate, so long gate names stay readable.
+    """
     fig = go.Figure()
     for side, colour in (("kept", "#009E73"), ("rejected", "#D55E00")):
         part = gates[gates["side"] == side]
         fig.add_trace(go.Bar(
-            x=plain(part["gate"]), y=part["gain"], name=f"gate's pick, {side} prompts", marker_color=colour,
-            offsetgroup=side, customdata=part["n"], hovertemplate="%{x}: gain %{y:.3f} on %{customdata} prompts",
-            error_y={"type": "data", "symmetric": False, "array": (part["gain_hi"] - part["gain"]).clip(lower=0),
+            y=plain(part["gate"]), x=part["gain"], orientation="h", name=f"gate's pick, {side} prompts",
+            marker_color=colour, offsetgroup=side, customdata=part["n"],
+            hovertemplate="%{y}: gain %{x:.3f} on %{customdata} prompts",
+            error_x={"type": "data", "symmetric": False, "array": (part["gain_hi"] - part["gain"]).clip(lower=0),
                      "arrayminus": (part["gain"] - part["gain_lo"]).clip(lower=0)},
         ))
         fig.add_trace(go.Scatter(
-            x=plain(part["gate"]), y=part["ungated_gain"], mode="markers", offsetgroup=side,
-            name=f"ungated judge, {side} prompts", marker={"symbol": "diamond-open", "size": 12, "color": colour},
+            y=plain(part["gate"]), x=part["ungated_gain"], mode="markers", offsetgroup=side, orientation="h",
+            name=f"ungated judge, {side} prompts",
+            marker={"symbol": "diamond-open", "size": 12, "color": "#222222", "line": {"width": 2}},
         ))
-    fig.add_hline(y=0, line_dash="dash", line_color=RANDOM_COLOUR, annotation_text="random", annotation_position="bottom right")
+    fig.add_vline(x=0, line_dash="dash", line_color=RANDOM_COLOUR, annotation_text="random", annotation_position="top")
     fig.update_layout(barmode="group", scattermode="group")
-    return layout(fig, "What each gate keeps and rejects", "gate", "gain over random (alignment)")
+    fig.update_yaxes(autorange="reversed")
+    rows = gates["gate"].nunique()
+    return layout(fig, "What each gate keeps and rejects", "gain over random (alignment)", "", height=max(320, 56 * rows + 140))

@@ -17,6 +17,7 @@ import pandas as pd
 
 from audit_core.audit_data import AuditData
 from audit_core.orders import slot_labels
+from audit_core.schema import OUTCOMES
 
 # Outcome filters: URL key -> (label shown, boolean column of prompt_outcomes).
 OUTCOME_FILTERS: dict[str, tuple[str, str]] = {
@@ -35,14 +36,6 @@ SORT_KEYS: dict[str, str] = {
     "rating_range": "rating range",
     "prompt_id": "prompt id",
 }
-RATING_COLUMNS: tuple[str, ...] = (
-    "alignment",
-    "stereotype",
-    "missing_explicit",
-    "missing_implicit",
-    "image_quality",
-    "overall",
-)
 
 
 @dataclass(frozen=True)
@@ -262,7 +255,7 @@ def candidate_table(data: AuditData, row: int, votes: pd.DataFrame) -> pd.DataFr
             "best": utility == np.nanmax(utility) if np.isfinite(utility).any() else False,
         }
     )
-    for outcome in (*RATING_COLUMNS, *sorted(set(data.outcomes) - set(RATING_COLUMNS))):
+    for outcome in (*OUTCOMES, *sorted(set(data.outcomes) - set(OUTCOMES))):
         if outcome in data.outcomes:
             table[outcome] = data.outcomes[outcome][row, :m]
     alignment_votes = votes.loc[votes["outcome"] == "alignment"] if not votes.empty else votes

@@ -2,9 +2,10 @@
 
     python -m runners.analyze --db DB --dataset NAME --out DIR [--resamples N] [--seed S]
 
-Writes DIR/summary.json and one CSV per table (policies, judges, positions,
-generators, flips_by_range, groups, cultural, risk_coverage, gates). Exit status
-2 with a message naming what is wrong for an unknown database or dataset.
+Writes DIR/summary.json, DIR/report.md (the findings in Markdown) and one CSV per
+table (policies, judges, positions, generators, flips_by_range, groups, cultural,
+risk_coverage, gates). Exit status 2 with a message naming what is wrong for an
+unknown database or dataset.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from audit_core import store
 from audit_core.analysis import AuditResult, audit
 from audit_core.audit_data import load_audit_data
+from audit_core.report import findings_markdown, source_note
 
 
 def non_negative(text: str) -> int:
@@ -28,8 +30,9 @@ def non_negative(text: str) -> int:
     return int(text)
 
 
-def write_result(result: AuditResult, out: Path) -> list[Path]:
-    """Write summary.json and every table as CSV into `out`; returns the paths written."""
+def write_result(result: AuditResult, out: Path, note: str | None = None) -> list[Path]:
+    """Write summary.json, report.md (with the source `note`) and every table as CSV into
+    `out`; returns the paths written."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, frame in result.tables().items():
@@ -38,6 +41,9 @@ def write_result(result: AuditResult, out: Path) -> list[Path]:
         written.append(path)
     path = out / "summary.json"
     path.write_text(json.dumps(result.to_summary(), indent=2, ensure_ascii=False) + "\n")
+    written.append(path)
+    path = out / "report.md"
+    path.write_text(findings_markdown(result, dataset=result.dataset_id, source_note=note), encoding="utf-8")
     written.append(path)
     return written
 
@@ -57,7 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     con = store.connect(db, read_only=True)
     try:
-        if store.dataset_row(con, args.dataset) is None:
+        row = store.dataset_row(con, args.dataset)
+        if row is None:
             known = ", ".join(store.list_datasets(con)["dataset_id"]) or "none"
             print(f"error: dataset {args.dataset!r} is not in {db} (known: {known})", file=sys.stderr)
             return 2
@@ -70,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     result = audit(data, resamples=args.resamples, seed=args.seed)
     seconds = time.perf_counter() - started
-    written = write_result(result, args.out)
+    written = write_result(result, args.out, source_note(row))
     print(
         f"dataset {args.dataset!r}: {data.n_prompts} prompts, judges {', '.join(data.judges) or 'none'}, "
         f"scorers {', '.join(data.scorers) or 'none'}; {len(result.policies)} policies, "

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from audit_core.analysis import audit
 from audit_core.audit_data import load_audit_data
 from audit_core.outcomes import prompt_outcomes
+from audit_core.report import findings_markdown
 from tests.app_fixtures import FAILED, HTML_PROMPT, build_app_db, pick_rule
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -68,6 +69,15 @@ def test_overview_headline_cards_match_the_analysis(db, data):
     assert len(at.get("plotly_chart")) == 4
     assert len(at.get("download_button")) == 3  # summary JSON, policies and gates CSV
     assert any("SIMULATED" in w.value for w in at.warning)
+
+
+def test_resample_count_comes_from_the_url_and_reaches_the_intervals(db, data):
+    at = open_page(db, "overview", resamples="1000")
+    assert at.sidebar.selectbox(key="resamples").value == 1000
+    assert any("1,000 bootstrap resamples" in c.value for c in at.caption)
+    alpha = audit(data, resamples=1_000, seed=0).policies.set_index("policy").loc["alpha"]
+    cards = {m.label: m.value for m in at.metric}
+    assert cards["Regret"].endswith(f"[{alpha['regret_lo']:.2f}, {alpha['regret_hi']:.2f}]")
 
 
 # ------------------------------------------------------------ explorer
@@ -177,6 +187,41 @@ def test_detail_unknown_prompt_says_what_to_do(db):
     assert "nope" in at.error[0].value and "explorer" in at.error[0].value
 
 
+# ------------------------------------------------------------ findings
+
+
+def test_findings_shows_the_report_of_the_cached_analysis_and_offers_downloads(db, data):
+    at = open_page(db, "findings")
+    assert at.title[0].value == "Findings" and at.query_params["page"] == "findings"
+    expected = findings_markdown(audit(data, resamples=10_000, seed=0), dataset="tiny",
+                                 source_note="dataset marked as simulated in the store")
+    assert expected.strip() in [m.value for m in at.markdown]  # st.markdown strips the final newline
+    assert "**SIMULATED data**" in expected
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels == ["report.md", "summary.json", "policies.csv", "gates.csv", "groups.csv", "positions.csv", "judges.csv"]
+
+
+def test_findings_escapes_hostile_judge_and_country_names(tmp_path):
+    db = build_app_db(tmp_path / "h.duckdb", tmp_path / "img", judges=("<b>x</b>", "a*b*"), images=False)
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE prompts SET country = '*Star* <i>land</i>'")
+    con.close()
+    at = open_page(str(db), "findings", judge="<b>x</b>")
+    (report,) = [m.value for m in at.markdown if m.value.startswith("# Judge audit findings")]
+    for raw in ("<b>x</b>", "a*b*", "*Star* <i>land</i>"):
+        assert raw not in report
+    assert "### \\<b\\>x\\</b\\>" in report and "### a\\*b\\*" in report
+    assert "\\*Star\\* \\<i\\>land\\</i\\>" in report
+
+
+
+def test_findings_of_a_dataset_not_marked_simulated_say_so(tmp_path):
+    db = build_app_db(tmp_path / "r.duckdb", tmp_path / "img", images=False, simulated=False)
+    at = open_page(str(db), "findings")
+    (report,) = [m.value for m in at.markdown if m.value.startswith("# Judge audit findings")]
+    assert "SIMULATED" not in report and "Source: no simulation recorded for this dataset in the store" in report
+
+
 # ------------------------------------------------------------ judges, gates, sidebar
 
 
@@ -230,7 +275,7 @@ def test_environment_variable_names_the_default_database(db, monkeypatch):
 )
 def test_every_page_renders_for_other_dataset_shapes(tmp_path, shape):
     db = str(build_app_db(tmp_path / "x.duckdb", tmp_path / "img", **shape))
-    for page in ("overview", "explorer", "detail", "judges", "gates"):
+    for page in ("overview", "explorer", "detail", "judges", "gates", "findings"):
         at = open_page(db, page)
         assert at.title[0].value
         if not shape.get("simulated", True):

@@ -35,6 +35,7 @@ PAGES = [
     ("detail", "/detail?page=detail&prompt=p000&raw=1", ["Pool detail", HTML_PROMPT, "Order 2", "Every gate"]),
     ("judges", "/judges?page=judges", ["Judge comparison"]),
     ("gates", "/gates?page=gates", ["Gate lab"]),
+    ("findings", "/findings?page=findings", ["Findings", "Judge audit findings: tiny", "Gates: kept vs rejected"]),
 ]
 
 

@@ -35,21 +35,13 @@ from audit_core.errors import InputError
 from audit_core.ingest import judgeacts
 from audit_core.ingest.pools import CHOSEN_STATUSES, ImportedRun, ImportedScores, PoolSet
 from audit_core.orders import slot_labels
-from audit_core.schema import CALL_STATUSES
+from audit_core.schema import CALL_STATUSES, OUTCOMES
 
 LIST_SEPARATOR = "|"
-RATING_COLUMNS: tuple[str, ...] = (
-    "alignment",
-    "stereotype",
-    "missing_explicit",
-    "missing_implicit",
-    "image_quality",
-    "overall",
-)
 PROMPT_COLUMNS: tuple[str, ...] = ("prompt", "country", "category", "split")
 CANDIDATE_COLUMNS: tuple[str, ...] = ("prompt_id", "source_model", "image_path")
 POOL_COLUMNS: frozenset[str] = frozenset(
-    {"prompt_id", "candidate_id", "pool", "n", *PROMPT_COLUMNS, *CANDIDATE_COLUMNS, *RATING_COLUMNS}
+    {"prompt_id", "candidate_id", "pool", "n", *PROMPT_COLUMNS, *CANDIDATE_COLUMNS, *OUTCOMES}
 )
 DECISION_COLUMNS: frozenset[str] = frozenset(
     {
@@ -213,7 +205,7 @@ def read_pools_table(path: str | Path, dataset_id: str) -> PoolSet:
         _agree(row, prompts, pid, prompt, PROMPT_COLUMNS, f"prompt {pid!r}")
         _agree(row, candidates, cid, candidate, CANDIDATE_COLUMNS, f"candidate {cid!r}")
         n = row.integer("n", minimum=1)
-        for outcome in RATING_COLUMNS:
+        for outcome in OUTCOMES:
             value = row.number(outcome, required=outcome == "alignment")
             if value is not None:
                 ratings.append({"candidate_id": cid, "outcome": outcome, "pool": pool, "value": value, "n": n, "line": line})

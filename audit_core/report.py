@@ -1,0 +1,227 @@
+"""Exportable findings: the audit's headline numbers as a Markdown report.
+
+`findings_markdown` turns an `AuditResult` into a document a person can paste
+elsewhere. It states numbers and what their intervals include, never more: a
+gain whose interval contains 0 is reported as such, not as an improvement.
+Every string that comes from data (dataset, judge, policy and country names,
+the source note) is escaped so it renders literally in CommonMark/GFM and in
+Streamlit's Markdown (which also reads `:`, `$`, `~` and `^` as syntax).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+
+import pandas as pd
+
+from audit_core.analysis import AuditResult
+from audit_core.schema import ERROR_OUTCOMES
+
+_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~$:=^&\"'%@])")
+_SIMULATED = re.compile(r"\bsimulated\b", re.IGNORECASE)
+TABLE_KINDS = ("random", "oracle", "judge", "majority", "order_gate", "order_gate_rejected", "judge_gate",
+               "judge_gate_rejected", "scorer", "scorer_gate", "scorer_gate_rejected")
+CULTURAL_KINDS = ("judge", "majority", "scorer")
+
+
+def escape_markdown(text: object) -> str:
+    """`text` with every Markdown-special ASCII punctuation mark backslash-escaped and
+    line breaks turned into spaces, so it renders literally, also inside a table cell."""
+    return _SPECIAL.sub(r"\\\1", str(text)).replace("\r", " ").replace("\n", " ")
+
+
+def source_note(row: Mapping[str, object]) -> str:
+    """One line describing a `datasets` row: source, revision and notes.
+
+    Starts with "SIMULATED:" when the source is the built-in demo and the notes do
+    not already say simulated, so `findings_markdown` marks such a report.
+    """
+    parts = [f"source {row.get('source') or 'unknown'}"]
+    for key, label in (("source_revision", "revision "), ("notes", "")):
+        value = row.get(key)
+        if value is not None and not pd.isna(value) and str(value):
+            parts.append(f"{label}{value}")
+    text = "; ".join(parts)
+    return f"SIMULATED: {text}" if row.get("source") == "demo" and not _SIMULATED.search(text) else text
+
+
+def _missing(value: object) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _num(value: object, signed: bool = False) -> str:
+    return "—" if _missing(value) else f"{float(value):+.3f}" if signed else f"{float(value):.3f}"
+
+
+def _pct(value: object) -> str:
+    return "—" if _missing(value) else f"{float(value):.0%}"
+
+
+def _ci(lo: object, hi: object, fmt: Callable[..., str] = _num, **kw: bool) -> str:
+    """" [lo, hi]" with the value's format, or "" without an interval."""
+    return "" if _missing(lo) or _missing(hi) else f" [{fmt(lo, **kw)}, {fmt(hi, **kw)}]"
+
+
+def _excludes_zero(lo: object, hi: object, above: str, below: str) -> str:
+    """What a 95% interval says about 0, in words."""
+    if _missing(lo) or _missing(hi):
+        return "no interval"
+    side = above if float(lo) > 0 else below if float(hi) < 0 else None
+    return f"interval excludes 0: {side}" if side else "interval includes 0"
+
+
+def _table(header: Sequence[str], rows: list[list[str]]) -> list[str]:
+    """Lines of a GFM table (cells must already be escaped)."""
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+def _judge_paragraph(judge: Mapping[str, object], p: Mapping[str, object], prompts: int) -> str:
+    """The headline sentences of one selector judge (its summary row and order-0 policy row)."""
+    calls, parse_fail = int(judge["calls"]), int(judge["parse_fail"])
+    share = f" ({parse_fail / calls:.1%} of calls)" if calls else ""
+    status = (f"Calls: {calls} recorded, {int(judge['valid'])} valid; parse failures {parse_fail}{share},"
+              f" runtime failures {int(judge['runtime_fail'])}, recovered by the lenient parser {int(judge['recovered'])}.")
+    if int(p["n"]) == 0:
+        return f"The order-0 pick never returned a valid image, so no selection measure is defined. {status}"
+    bmr_words = ("more below-mean picks than random", "fewer below-mean picks than random")
+    sentences = [
+        f"Order-0 pick on {int(p['n'])} of {prompts} prompts ({_pct(p['coverage'])} coverage).",
+        f"Gain over random {_num(p['gain'], True)}{_ci(p['gain_lo'], p['gain_hi'], signed=True)}"
+        f" ({_excludes_zero(p['gain_lo'], p['gain_hi'], 'above random', 'below random')});"
+        f" regret {_num(p['regret'])}{_ci(p['regret_lo'], p['regret_hi'])} vs {_num(p['random_regret'])} for random.",
+        f"Below-mean rate {_pct(p['bmr'])}{_ci(p['bmr_lo'], p['bmr_hi'], _pct)} vs random's matched"
+        f" {_pct(p['bmr_random'])} (difference: {_excludes_zero(p['bmr_delta_lo'], p['bmr_delta_hi'], *bmr_words)}).",
+    ]
+    p_value = judge["chi2_p"]
+    if not _missing(p_value):
+        shown = "< 1e-300" if float(p_value) == 0 else f"= {float(p_value):.2g}"
+        verdict = ("slot shares differ from uniform at the 5% level" if float(p_value) < 0.05
+                   else "no evidence at the 5% level that slot shares differ from uniform")
+        chi2 = f"χ² = {float(judge['chi2']):.1f} (df {int(judge['chi2_df'])}), p {shown}"
+        sentences.append(f"First-slot share {_pct(judge['first_slot'])} of valid calls vs"
+                         f" {_pct(judge['first_slot_uniform'])} under uniform choice; {chi2}: {verdict}.")
+    if int(judge["orders"]) < 2:
+        sentences.append("One presentation order recorded: order flips are not measured.")
+    elif int(judge["flip_n"]):
+        sentences.append(f"The returned image changes across the {int(judge['orders'])} orders on {_pct(judge['flip_rate'])}"
+                         f" of the {int(judge['flip_n'])} prompts where every order parsed.")
+    else:
+        sentences.append("No prompt parsed in every order, so the flip rate is undefined.")
+    return " ".join([*sentences, status])
+
+
+def _gain(row: Mapping[str, object]) -> str:
+    return _num(row["gain"], True) + _ci(row["gain_lo"], row["gain_hi"], signed=True)
+
+
+def _gate_rows(gates: pd.DataFrame) -> list[list[str]]:
+    """Per gate: kept and rejected sides, the ungated judge on the kept prompts, and whether
+    the two sides' gain intervals are disjoint."""
+    rows = []
+    for gate, part in gates.groupby("gate", sort=False):
+        kept, rej = (part.set_index("side").loc[side] for side in ("kept", "rejected"))
+        bounds = (kept["gain_lo"], kept["gain_hi"], rej["gain_lo"], rej["gain_hi"])
+        if int(kept["n"]) == 0 or int(rej["n"]) == 0:
+            reading = "keeps nothing" if int(kept["n"]) == 0 else "rejects nothing"
+        elif any(_missing(v) for v in bounds):
+            reading = "no interval"
+        elif float(bounds[0]) > float(bounds[3]) or float(bounds[1]) < float(bounds[2]):
+            reading = f"kept {'above' if float(bounds[0]) > float(bounds[3]) else 'below'} rejected (intervals disjoint)"
+        else:
+            reading = "intervals overlap"
+        rows.append([escape_markdown(gate), f"{int(kept['n'])} ({_pct(kept['coverage'])})", _gain(kept),
+                     _num(kept["ungated_gain"], True), f"{int(rej['n'])} ({_pct(rej['coverage'])})", _gain(rej), reading])
+    return rows
+
+
+def _worst_country_rows(result: AuditResult) -> list[list[str]]:
+    """Per judge: the covered country with the highest regret of the order-0 pick."""
+    rows = []
+    for name in result.judges["judge"]:
+        groups = result.groups[result.groups["policy"] == name]
+        covered = groups[groups["n"] > 0]
+        if covered.empty:
+            rows.append([escape_markdown(name), "—", "—", "—", "—", f"0 of {len(groups)}"])
+            continue
+        w = covered.loc[covered["regret"].idxmax()]
+        # random's regret on the same prompts is h* − h̄ = gain + regret
+        rows.append([escape_markdown(name), escape_markdown(w["country"]),
+                     _num(w["regret"]) + _ci(w["regret_lo"], w["regret_hi"]), _num(w["regret"] + w["gain"]),
+                     f"{int(w['n'])} of {int(w['prompts'])} ({_pct(w['coverage'])})", f"{len(covered)} of {len(groups)}"])
+    return rows
+
+
+def _cultural_rows(cultural: pd.DataFrame) -> list[list[str]] | None:
+    """Error deltas of judges, majority votes and scorers whose interval excludes 0 (the
+    Bonferroni interval where there is one); None when there is no error delta at all."""
+    errors = cultural[cultural["outcome"].isin(ERROR_OUTCOMES) & cultural["kind"].isin(CULTURAL_KINDS)]
+    if errors.empty:
+        return None
+    bonf = errors["delta_lo_bonf"].notna() & errors["delta_hi_bonf"].notna()
+    lo, hi = errors["delta_lo_bonf"].where(bonf, errors["delta_lo"]), errors["delta_hi_bonf"].where(bonf, errors["delta_hi"])
+    return [[escape_markdown(r["policy"]), r["outcome"].replace("_", " "), r["subset"], str(int(r["n"])),
+             _num(r["delta"], True), _ci(r["delta_lo"], r["delta_hi"], signed=True).strip() or "—",
+             _ci(r["delta_lo_bonf"], r["delta_hi_bonf"], signed=True).strip() or "—",
+             "fewer errors than random" if r["delta"] < 0 else "more errors than random"]
+            for r in errors[(lo > 0) | (hi < 0)].to_dict("records")]
+
+
+def findings_markdown(result: AuditResult, *, dataset: str, source_note: str | None = None) -> str:
+    """The audit's findings as Markdown: provenance, per-judge headlines, policies, gates,
+    worst country per judge and cultural-error deltas whose intervals exclude 0.
+
+    A `source_note` containing the word "simulated" (any case) puts a SIMULATED
+    warning at the top; without a note no source line is written. Pure: no I/O.
+    """
+    e = escape_markdown
+    policies = result.policies
+    prompts = int(policies.loc[policies["kind"] == "random", "n"].iloc[0])
+    out = [f"# Judge audit findings: {e(dataset)}", ""]
+    if source_note is not None:
+        out += [f"> **SIMULATED data** — not real model or human data. Source: {e(source_note)}"
+                if _SIMULATED.search(source_note) else f"Source: {e(source_note)}", ""]
+    intervals = (f"95% percentile intervals from {result.resamples:,} prompt-level bootstrap resamples (seed {result.seed})"
+                 if result.resamples else "no bootstrap intervals (0 resamples)")
+    out += [f"{prompts} prompts; {intervals}; below-mean rates of deterministic policies carry Wilson intervals. "
+            "Gain = picked image's mean alignment minus the pool mean (exact random choice); regret = best in pool "
+            "minus picked; below-mean rate (BMR) next to random's matched rate on the same prompts.", "", "## Judges", ""]
+    if result.judges.empty:
+        out += ["No selector judge is recorded on this dataset; only random, the oracle and content scorers are audited.", ""]
+    order0 = policies[policies["kind"] == "judge"].set_index("policy")
+    for judge in result.judges.to_dict("records"):
+        out += [f"### {e(judge['judge'])}", "", _judge_paragraph(judge, order0.loc[judge["judge"]], prompts), ""]
+
+    rows = [[e(r["policy"]), str(int(r["n"])), _pct(r["coverage"]), _gain(r),
+             _num(r["regret"]) + _ci(r["regret_lo"], r["regret_hi"]), f"{_pct(r['bmr'])} vs {_pct(r['bmr_random'])}"]
+            for r in policies[policies["kind"].isin(TABLE_KINDS)].to_dict("records")]
+    out += ["## Policies", "", *_table(["policy", "n", "coverage", "gain [95% CI]", "regret [95% CI]", "BMR vs random"], rows),
+            "", "## Gates: kept vs rejected", ""]
+    if result.gates.empty:
+        out += ["No gate can be formed: it needs several orders, several judges or a scorer.", ""]
+    else:
+        out += ["Gain over random on the prompts each gate keeps (next to the ungated judge's order-0 pick on the same "
+                "prompts) and on the prompts it rejects (where the ungated judge is what users get).", "",
+                *_table(["gate", "kept n (coverage)", "kept gain [95% CI]", "ungated gain on kept", "rejected n (coverage)",
+                         "rejected gain [95% CI]", "reading"], _gate_rows(result.gates)), ""]
+
+    if not result.judges.empty:
+        out += ["## Worst country per judge", "",
+                "Country with the highest mean regret of each judge's order-0 pick; a country where the judge returned "
+                "nothing has zero coverage and undefined (not zero) regret.", "",
+                *_table(["judge", "worst country", "regret [95% CI]", "random, same prompts", "acted on (coverage)",
+                         "countries covered"], _worst_country_rows(result)), ""]
+
+    out += ["## Cultural errors", ""]
+    cultural = _cultural_rows(result.cultural)
+    if cultural is None:
+        out += ["The dataset has no cultural-error ratings, or no judge or scorer to compare."]
+    elif not cultural:
+        out += ["No cultural-error delta of a judge, majority vote or scorer has an interval excluding 0."]
+    else:
+        out += ["Error rate of the chosen image minus random's on the same prompts (negative = fewer errors), where the "
+                "interval excludes 0 (Bonferroni-adjusted over the three error types when available). Sensitive pools: "
+                "candidates differ in that error. Gates' deltas are in cultural.csv.", "",
+                *_table(["policy", "error", "pools", "n", "delta", "95% CI", "Bonferroni CI", "reading"], cultural)]
+    return "\n".join(out).rstrip() + "\n"
