@@ -12,7 +12,7 @@ import json
 import streamlit as st
 
 from app_ui import context, draw
-from audit_core.report import findings_markdown
+from audit_core.report import findings_markdown, source_note
 
 TABLES = ("policies", "gates", "groups", "positions", "judges")
 
@@ -20,9 +20,7 @@ sel = context.selection("findings")
 draw.header("Findings", sel, "What can be said about these judges, with which intervals? A report to take away.")
 result = sel.audit()
 dataset = sel.dataset_name if sel.dataset_name == sel.dataset_id else f"{sel.dataset_name} ({sel.dataset_id})"
-# the report marks itself SIMULATED when the note contains that word, so the other note avoids it
-note = "dataset marked as simulated in the store" if sel.simulated else "no simulation recorded for this dataset in the store"
-report = findings_markdown(result, dataset=dataset, source_note=note)
+report = findings_markdown(result, dataset=dataset, source_note=source_note(sel.dataset_row()))
 
 st.subheader("Download")
 buttons = st.columns(2 + len(TABLES))

@@ -24,7 +24,8 @@ result = sel.audit()
 colours = draw.judge_colours(sel.judges)
 
 st.subheader("Calls, position bias and order consistency")
-st.dataframe(result.judges, hide_index=True, width="stretch")
+st.dataframe(result.judges, hide_index=True, width="stretch",
+             column_config={"chi2_p": st.column_config.NumberColumn("chi2_p", format="%.2e")})
 st.caption("first_slot vs first_slot_uniform: share of valid calls picking slot A vs no bias (χ² test); "
            "flip_rate: prompts whose returned image changes with the order; entropy: order inconsistency, 0–1.")
 

@@ -208,6 +208,11 @@ class Selection:
         """The full selection audit with the chosen number of bootstrap resamples, seed 0."""
         return _audit(self.db_path, self.stamp, self.dataset_id, self.resamples)
 
+    def dataset_row(self) -> dict[str, object]:
+        """The dataset's `datasets` row (source, revision, notes, counts)."""
+        rows = _datasets(self.db_path, self.stamp)
+        return rows[rows["dataset_id"] == self.dataset_id].iloc[0].to_dict()
+
     def image_paths(self) -> dict[str, str | None]:
         """candidate_id → image file (None when the dataset has no image for it)."""
         return _image_paths(self.db_path, self.stamp, self.dataset_id)

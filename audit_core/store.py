@@ -148,7 +148,7 @@ def list_datasets(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """Datasets with their prompt and candidate counts, newest first."""
     return con.execute(
         """
-        SELECT d.dataset_id, d.name, d.source, d.created_at, d.notes,
+        SELECT d.dataset_id, d.name, d.source, d.source_revision, d.created_at, d.notes,
                (SELECT count(*) FROM prompts p WHERE p.dataset_id = d.dataset_id) AS prompts,
                (SELECT count(*) FROM candidates c WHERE c.dataset_id = d.dataset_id) AS candidates
         FROM datasets d ORDER BY d.created_at DESC, d.dataset_id

@@ -34,6 +34,7 @@ PAGES: tuple[tuple[str, dict[str, str]], ...] = (
     ("detail", {"raw": "1"}),
     ("judges", {}),
     ("gates", {}),
+    ("findings", {}),
 )
 WARM_RUNS = 3
 

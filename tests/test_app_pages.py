@@ -9,10 +9,11 @@ import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from audit_core import store
 from audit_core.analysis import audit
 from audit_core.audit_data import load_audit_data
 from audit_core.outcomes import prompt_outcomes
-from audit_core.report import findings_markdown
+from audit_core.report import findings_markdown, source_note
 from tests.app_fixtures import FAILED, HTML_PROMPT, build_app_db, pick_rule
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -193,8 +194,10 @@ def test_detail_unknown_prompt_says_what_to_do(db):
 def test_findings_shows_the_report_of_the_cached_analysis_and_offers_downloads(db, data):
     at = open_page(db, "findings")
     assert at.title[0].value == "Findings" and at.query_params["page"] == "findings"
-    expected = findings_markdown(audit(data, resamples=10_000, seed=0), dataset="tiny",
-                                 source_note="dataset marked as simulated in the store")
+    con = duckdb.connect(db, read_only=True)
+    row = store.list_datasets(con).iloc[0].to_dict()
+    con.close()
+    expected = findings_markdown(audit(data, resamples=10_000, seed=0), dataset="tiny", source_note=source_note(row))
     assert expected.strip() in [m.value for m in at.markdown]  # st.markdown strips the final newline
     assert "**SIMULATED data**" in expected
     labels = [b.proto.label for b in at.get("download_button")]
@@ -219,7 +222,7 @@ def test_findings_of_a_dataset_not_marked_simulated_say_so(tmp_path):
     db = build_app_db(tmp_path / "r.duckdb", tmp_path / "img", images=False, simulated=False)
     at = open_page(str(db), "findings")
     (report,) = [m.value for m in at.markdown if m.value.startswith("# Judge audit findings")]
-    assert "SIMULATED" not in report and "Source: no simulation recorded for this dataset in the store" in report
+    assert "SIMULATED" not in report and "Source: source tests" in report
 
 
 # ------------------------------------------------------------ judges, gates, sidebar
