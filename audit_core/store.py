@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -39,13 +40,27 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open (and, when writable, create or migrate) the store at `path`."""
+def connect(
+    path: str | Path, *, read_only: bool = False, lock_wait: float = 3.0
+) -> duckdb.DuckDBPyConnection:
+    """Open (and, when writable, create or migrate) the store at `path`.
+
+    A read-only open waits up to `lock_wait` seconds while another process holds
+    the file for writing (a runner commits between its batches and lets go), then
+    raises duckdb.IOException.
+    """
     path = Path(path)
     if read_only:
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such database")
-        return duckdb.connect(str(path), read_only=True)
+        deadline = time.monotonic() + lock_wait
+        while True:
+            try:
+                return duckdb.connect(str(path), read_only=True)
+            except duckdb.IOException as err:
+                if "lock" not in str(err).lower() or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
     path.parent.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(str(path))
     con.execute(SCHEMA_SQL)

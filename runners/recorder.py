@@ -5,10 +5,15 @@ request keys under one judge name, open a `runs` row, then for every
 (prompt, order) not yet recorded build the request, call the backend (one
 identical retry on a runtime exception; invalid text is never resampled),
 parse, and commit the call. Backend calls run on a bounded thread pool; all
-writes go through the caller's single connection on the calling thread, which
-commits whatever has finished as soon as it is free (several calls per commit
-when they finish together), so a SIGKILL loses only calls still in flight and
-a second process can follow progress in `calls`.
+writes happen on the calling thread, which commits whatever has finished as
+soon as it is free (several calls per commit when they finish together) and
+only then waits for more, so a SIGKILL loses only calls still in flight.
+
+The store is reached through a `runners.database.Database`: a connection the
+caller holds (nothing is released), or a file opened per unit of work
+(planning, opening the run, each batch, finishing the run) and released in
+between, so another process, such as the app, can open it read-only and
+follow progress in `calls` while the run goes on.
 
 Resume: a call whose request key is already recorded is skipped, except a
 `runtime_fail`, which is tried again and replaces the failed record.
@@ -25,6 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
 
 import duckdb
 import pandas as pd
@@ -37,6 +43,7 @@ from audit_core.errors import InputError
 from audit_core.orders import presentation_orders, slot_labels
 from audit_core.records import CallRecord, RunRecord, ScoreRecord
 from runners.backends.base import ScorerBackend, SelectorBackend
+from runners.database import Database, as_database
 from runners.parsing import parse_output
 from runners.protocol import JudgeRequest, load_instruction, request_key
 
@@ -44,7 +51,7 @@ LIBRARIES: tuple[str, ...] = (
     "duckdb", "numpy", "pandas", "pillow", "requests", "torch", "torchvision",
     "transformers", "tokenizers", "open_clip_torch",
 )
-PENDING_PER_WORKER = 32  # requests queued per worker: bounds memory, keeps workers busy
+PENDING_PER_WORKER = 128  # requests queued per worker: bounds memory, keeps workers busy while a batch is written
 
 
 @dataclass(frozen=True)
@@ -208,8 +215,8 @@ def open_run(
         config_json=json.dumps(full_config, sort_keys=True, default=str),
     )
     with store.transaction(con):
-        # DuckDB admits one writing process, so a run of this judge still marked
-        # 'running' belongs to a process that died (e.g. SIGKILL).
+        # The recorder claims the judge name for the whole run (Database.claim), so
+        # a run of this judge still marked 'running' belongs to a process that died.
         con.execute(
             "UPDATE runs SET status = 'interrupted' WHERE dataset_id = ? AND judge = ? AND status = 'running'",
             [identity.dataset, identity.judge],
@@ -219,6 +226,27 @@ def open_run(
 
 
 # ------------------------------------------------------------------ selectors
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a selector run covers, as read from the store: the dataset's manifest hash, prompts and candidates."""
+
+    dataset: str
+    manifest_sha256: str
+    prompts: pd.DataFrame
+    candidates: pd.DataFrame
+
+
+def load_scope(con: duckdb.DuckDBPyConnection, *, dataset: str, limit: int | None) -> Scope:
+    """The prompts in scope (by id, first `limit`) and their candidates; InputError for an unknown dataset."""
+    row = require_dataset(con, dataset)
+    prompts = store.load_prompts(con, dataset)
+    if limit is not None:
+        prompts = prompts.head(limit)
+    candidates = store.load_candidates(con, dataset)
+    candidates = candidates[candidates["prompt_id"].isin(prompts["prompt_id"])]
+    return Scope(dataset, row["manifest_sha256"], prompts, candidates)
 
 
 def plan_requests(
@@ -235,16 +263,21 @@ def plan_requests(
     Raises InputError for an unknown dataset, a pool smaller than `orders`, or a
     missing or unreadable image.
     """
-    row = require_dataset(con, dataset)
-    manifest = row["manifest_sha256"]
+    scope = load_scope(con, dataset=dataset, limit=limit)
+    return plan_scope(scope, judge=judge, orders=orders, contract=contract)
+
+
+def plan_scope(
+    scope: Scope, *, judge: str, orders: int, contract: str
+) -> tuple[list[JudgeRequest], dict[str, tuple[int, int]], str, str]:
+    """`plan_requests` on a scope already read (no database needed: image checks can take a while).
+
+    Raises InputError for a pool smaller than `orders` or a missing or unreadable image.
+    """
+    dataset, manifest, prompts, candidates = scope.dataset, scope.manifest_sha256, scope.prompts, scope.candidates
     instruction = load_instruction(contract)
     if orders < 1:
         raise InputError(f"--orders must be at least 1, got {orders}", field="--orders")
-    prompts = store.load_prompts(con, dataset)
-    if limit is not None:
-        prompts = prompts.head(limit)
-    candidates = store.load_candidates(con, dataset)
-    candidates = candidates[candidates["prompt_id"].isin(prompts["prompt_id"])]
     pools = candidates.groupby("prompt_id")["candidate_id"].apply(list).to_dict()
     small = {pid: len(ids) for pid, ids in pools.items() if len(ids) < orders}
     if small:
@@ -381,7 +414,7 @@ def write_calls(con: duckdb.DuckDBPyConnection, calls: Sequence[CallRecord], ret
 
 
 def record_selector(
-    con: duckdb.DuckDBPyConnection,
+    db: Database | duckdb.DuckDBPyConnection | str | Path,
     *,
     dataset: str,
     judge: str,
@@ -399,62 +432,71 @@ def record_selector(
 ) -> RunSummary:
     """Record a selector judge on `dataset`; see the module docstring for the guarantees.
 
-    `config` (e.g. the CLI flags) is stored in the run's config_json with the
-    library versions. Raises InputError before any call for bad input or a
-    judge-name conflict; a KeyboardInterrupt is recorded (run status
-    'interrupted', finished calls kept) and re-raised.
+    `db` is a held connection, a path (opened per unit of work and released in
+    between) or a `Database`. `config` (e.g. the CLI flags) is stored in the
+    run's config_json with the library versions. Raises InputError before any
+    call for bad input or a judge-name conflict, and DatabaseBusy when another
+    process records this judge or keeps the file locked; a KeyboardInterrupt
+    is recorded (run status 'interrupted', finished calls kept) and re-raised.
     """
     if concurrency < 1:
         raise InputError(f"--concurrency must be at least 1, got {concurrency}", field="--concurrency")
     started = time.perf_counter()
-    requests, sizes, instruction_sha, manifest = plan_requests(
-        con, dataset=dataset, judge=judge, orders=orders, contract=contract, limit=limit
-    )
-    identity = RunIdentity(dataset, judge, "selector", backend_name, model, instruction_sha, manifest)
-    check_history(con, identity, replace=replace)
-    done = recorded_keys(con, dataset, judge)
-    todo = [r for r in requests if done.get(r.request_key, "runtime_fail") == "runtime_fail"]
-    retried = {r.request_key for r in todo if r.request_key in done}
-    skipped = len(requests) - len(todo)
-    if not todo:
-        return RunSummary(None, dataset, judge, "selector", len(requests), skipped, 0,
-                          seconds=time.perf_counter() - started)
-    run_config = {
-        **(config or {}),
-        "orders": orders, "contract": contract, "lenient": lenient, "limit": limit,
-        "concurrency": concurrency, "instruction_file": load_instruction(contract).file,
-    }
-    run_id = open_run(con, identity, model_revision=backend.model_revision(), config=run_config)
-    statuses: dict[str, int] = {}
+    db = as_database(db)
+    with db.claim(dataset, judge):
+        with db.session() as con:
+            scope = load_scope(con, dataset=dataset, limit=limit)
+        requests, sizes, instruction_sha, manifest = plan_scope(scope, judge=judge, orders=orders, contract=contract)
+        identity = RunIdentity(dataset, judge, "selector", backend_name, model, instruction_sha, manifest)
+        with db.session() as con:
+            check_history(con, identity, replace=replace)
+            done = recorded_keys(con, dataset, judge)
+        todo = [r for r in requests if done.get(r.request_key, "runtime_fail") == "runtime_fail"]
+        retried = {r.request_key for r in todo if r.request_key in done}
+        skipped = len(requests) - len(todo)
+        if not todo:
+            return RunSummary(None, dataset, judge, "selector", len(requests), skipped, 0,
+                              seconds=time.perf_counter() - started)
+        run_config = {
+            **(config or {}),
+            "orders": orders, "contract": contract, "lenient": lenient, "limit": limit,
+            "concurrency": concurrency, "instruction_file": load_instruction(contract).file,
+        }
+        revision = backend.model_revision()
+        with db.session() as con:
+            run_id = open_run(con, identity, model_revision=revision, config=run_config)
+        statuses: dict[str, int] = {}
 
-    def submit(pool: ThreadPoolExecutor, request: JudgeRequest) -> Future[CallRecord]:
-        shown = {"image_sizes": [list(sizes[c]) for c in request.slot_candidate_ids],
-                 "prompt_chars": len(request.prompt)}
-        return pool.submit(call_judge, backend, request, run_id=run_id, lenient=lenient,
-                           input_json=json.dumps(shown))
+        def submit(pool: ThreadPoolExecutor, request: JudgeRequest) -> Future[CallRecord]:
+            shown = {"image_sizes": [list(sizes[c]) for c in request.slot_candidate_ids],
+                     "prompt_chars": len(request.prompt)}
+            return pool.submit(call_judge, backend, request, run_id=run_id, lenient=lenient,
+                               input_json=json.dumps(shown))
 
-    bar = tqdm(total=len(requests), initial=skipped, unit="call", disable=not progress,
-               desc=f"{judge}", dynamic_ncols=True)
-    status = "failed"
-    try:
-        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"judge-{judge}") as pool:
-            try:
-                for batch in _completed_batches(pool, todo, submit, concurrency * PENDING_PER_WORKER):
-                    write_calls(con, batch, retried)
-                    for call in batch:
-                        statuses[call.status] = statuses.get(call.status, 0) + 1
-                    bar.update(len(batch))
-                    bar.set_postfix(statuses, refresh=False)
-            except BaseException:
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
-        status = "finished"
-    except KeyboardInterrupt:
-        status = "interrupted"
-        raise
-    finally:
-        bar.close()
-        store.finish_run(con, run_id, status)
+        bar = tqdm(total=len(requests), initial=skipped, unit="call", disable=not progress,
+                   desc=f"{judge}", dynamic_ncols=True)
+        status = "failed"
+        try:
+            with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"judge-{judge}") as pool:
+                try:
+                    for batch in _completed_batches(pool, todo, submit, concurrency * PENDING_PER_WORKER):
+                        with db.session() as con:
+                            write_calls(con, batch, retried)
+                        for call in batch:
+                            statuses[call.status] = statuses.get(call.status, 0) + 1
+                        bar.update(len(batch))
+                        bar.set_postfix(statuses, refresh=False)
+                except BaseException:
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    raise
+            status = "finished"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            bar.close()
+            with db.session() as con:
+                store.finish_run(con, run_id, status)
     return RunSummary(run_id, dataset, judge, "selector", len(requests), skipped, sum(statuses.values()),
                       statuses, status, time.perf_counter() - started)
 
@@ -485,7 +527,7 @@ def _completed_batches(
 
 
 def record_scorer(
-    con: duckdb.DuckDBPyConnection,
+    db: Database | duckdb.DuckDBPyConnection | str | Path,
     *,
     dataset: str,
     scorer: str,
@@ -498,54 +540,63 @@ def record_scorer(
 ) -> RunSummary:
     """Score every candidate of `dataset`, one pool per backend call, committed per pool.
 
-    Candidates already scored under this scorer name are skipped. A pool whose
-    scoring raises twice (one identical retry) stops the run with status
-    'failed'; pools scored before it are kept.
+    `db` is taken as by `record_selector`. Candidates already scored under
+    this scorer name are skipped. A pool whose scoring raises twice (one
+    identical retry) stops the run with status 'failed'; pools scored before
+    it are kept.
     """
     started = time.perf_counter()
-    row = require_dataset(con, dataset)
-    prompts = store.load_prompts(con, dataset)
-    candidates = store.load_candidates(con, dataset)
-    check_images(candidates)
-    identity = RunIdentity(dataset, scorer, "scorer", backend_name, model, None, row["manifest_sha256"])
-    check_history(con, identity, replace=replace)
-    scored = {
-        r[0]
-        for r in con.execute(
-            "SELECT s.candidate_id FROM scores s JOIN runs r USING (run_id) WHERE r.dataset_id = ? AND r.judge = ?",
-            [dataset, scorer],
-        ).fetchall()
-    }
-    text = dict(zip(prompts["prompt_id"], prompts["prompt"]))
-    pools = [(pid, group) for pid, group in candidates.groupby("prompt_id", sort=True)
-             if not set(group["candidate_id"]) <= scored]
-    skipped = len(scored & set(candidates["candidate_id"]))
-    if not pools:
-        return RunSummary(None, dataset, scorer, "scorer", len(candidates), skipped, 0,
-                          seconds=time.perf_counter() - started)
-    run_id = open_run(con, identity, model_revision=backend.model_revision(), config=dict(config or {}))
-    written = 0
-    status = "failed"
-    bar = tqdm(total=len(candidates), initial=skipped, unit="image", disable=not progress,
-               desc=scorer, dynamic_ncols=True)
-    try:
-        for pid, group in pools:
-            group = group.sort_values("canonical_index")
-            todo = group[~group["candidate_id"].isin(scored)]
-            values = _score_pool(backend, text[pid], list(todo["image_path"]), pid)
-            with store.transaction(con):
-                store.insert_records(con, "scores", [
-                    ScoreRecord(run_id, cid, float(v)) for cid, v in zip(todo["candidate_id"], values)
-                ])
-            written += len(todo)
-            bar.update(len(todo))
-        status = "finished"
-    except KeyboardInterrupt:
-        status = "interrupted"
-        raise
-    finally:
-        bar.close()
-        store.finish_run(con, run_id, status)
+    db = as_database(db)
+    with db.claim(dataset, scorer):
+        with db.session() as con:
+            row = require_dataset(con, dataset)
+            prompts = store.load_prompts(con, dataset)
+            candidates = store.load_candidates(con, dataset)
+        check_images(candidates)
+        identity = RunIdentity(dataset, scorer, "scorer", backend_name, model, None, row["manifest_sha256"])
+        with db.session() as con:
+            check_history(con, identity, replace=replace)
+            scored = {
+                r[0]
+                for r in con.execute(
+                    "SELECT s.candidate_id FROM scores s JOIN runs r USING (run_id) "
+                    "WHERE r.dataset_id = ? AND r.judge = ?",
+                    [dataset, scorer],
+                ).fetchall()
+            }
+        text = dict(zip(prompts["prompt_id"], prompts["prompt"]))
+        pools = [(pid, group) for pid, group in candidates.groupby("prompt_id", sort=True)
+                 if not set(group["candidate_id"]) <= scored]
+        skipped = len(scored & set(candidates["candidate_id"]))
+        if not pools:
+            return RunSummary(None, dataset, scorer, "scorer", len(candidates), skipped, 0,
+                              seconds=time.perf_counter() - started)
+        revision = backend.model_revision()
+        with db.session() as con:
+            run_id = open_run(con, identity, model_revision=revision, config=dict(config or {}))
+        written = 0
+        status = "failed"
+        bar = tqdm(total=len(candidates), initial=skipped, unit="image", disable=not progress,
+                   desc=scorer, dynamic_ncols=True)
+        try:
+            for pid, group in pools:
+                group = group.sort_values("canonical_index")
+                todo = group[~group["candidate_id"].isin(scored)]
+                values = _score_pool(backend, text[pid], list(todo["image_path"]), pid)
+                with db.session() as con, store.transaction(con):
+                    store.insert_records(con, "scores", [
+                        ScoreRecord(run_id, cid, float(v)) for cid, v in zip(todo["candidate_id"], values)
+                    ])
+                written += len(todo)
+                bar.update(len(todo))
+            status = "finished"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            bar.close()
+            with db.session() as con:
+                store.finish_run(con, run_id, status)
     return RunSummary(run_id, dataset, scorer, "scorer", len(candidates), skipped, written,
                       {"scored": written}, status, time.perf_counter() - started)
 

@@ -6,8 +6,10 @@
         [--max-edge 448] [--concurrency N] [--replace]
 
 For `simulated`, --model names a profile of runners/judges/simulated.json.
-Calls are committed as they finish; run the same command again to resume.
-Bad input exits with status 2 and a message naming the dataset, file or flag.
+Calls are committed as they finish and the database is released between
+writes, so the app can open it read-only meanwhile; run the same command again
+to resume. Bad input exits with status 2, a database or judge name held by
+another process with status 1.
 """
 
 from __future__ import annotations
@@ -15,20 +17,22 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import duckdb
 
 from audit_core import store
 from audit_core.errors import InputError
 from runners.backends.base import SelectorBackend
+from runners.database import Database, DatabaseBusy, DatabaseFile
 from runners.parsing import CONTRACTS
-from runners.recorder import RunSummary, plan_requests, record_selector
+from runners.recorder import RunSummary, load_scope, plan_scope, record_selector
 
 BACKENDS: tuple[str, ...] = ("simulated", "hf", "openai")
 
 
 def run_selector(
-    con: duckdb.DuckDBPyConnection,
+    con: Database | duckdb.DuckDBPyConnection | str | Path,
     *,
     dataset: str,
     judge: str,
@@ -46,10 +50,14 @@ def run_selector(
 ) -> RunSummary:
     """Record `judge` on `dataset` through the shared recorder (see runners.recorder).
 
-    Resumes: calls already recorded under the same request keys are skipped.
-    Raises InputError (before any call) for an unknown dataset, pools smaller
-    than `orders`, missing or unreadable images, or a judge name already used
-    with another instruction, manifest, backend or model (unless `replace`).
+    `con` is a connection the caller keeps open, or a path (or
+    `runners.database.Database`) opened only while writing, so that other
+    processes can read the file during the run. Resumes: calls already
+    recorded under the same request keys are skipped. Raises InputError
+    (before any call) for an unknown dataset, pools smaller than `orders`,
+    missing or unreadable images, or a judge name already used with another
+    instruction, manifest, backend or model (unless `replace`); DatabaseBusy
+    when another process records this judge or keeps the file locked.
     """
     return record_selector(
         con,
@@ -136,33 +144,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be at least 1")
     config = {k: v for k, v in vars(args).items() if k not in ("api_key", "quiet")}
+    db = DatabaseFile(args.db)
     try:
-        con = store.connect(args.db)
-        try:
-            # Check dataset, pools and images before loading a model that may take minutes.
-            plan_requests(con, dataset=args.dataset, judge=args.judge, orders=args.orders,
-                          contract=args.contract, limit=args.limit)
-            summary = run_selector(
-                con,
-                dataset=args.dataset,
-                judge=args.judge,
-                backend=make_backend(args),
-                backend_name=args.backend,
-                model=args.model,
-                orders=args.orders,
-                contract=args.contract,
-                lenient=args.lenient,
-                limit=args.limit,
-                concurrency=args.concurrency,
-                progress=not args.quiet,
-                replace=args.replace,
-                config=config,
-            )
-        finally:
-            con.close()
+        with db.session() as con:
+            scope = load_scope(con, dataset=args.dataset, limit=args.limit)
+        # Check dataset, pools and images before loading a model that may take minutes.
+        plan_scope(scope, judge=args.judge, orders=args.orders, contract=args.contract)
+        summary = run_selector(
+            db,
+            dataset=args.dataset,
+            judge=args.judge,
+            backend=make_backend(args),
+            backend_name=args.backend,
+            model=args.model,
+            orders=args.orders,
+            contract=args.contract,
+            lenient=args.lenient,
+            limit=args.limit,
+            concurrency=args.concurrency,
+            progress=not args.quiet,
+            replace=args.replace,
+            config=config,
+        )
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except DatabaseBusy as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted: finished calls are recorded; run the same command again to resume", file=sys.stderr)
         return 130

@@ -4,7 +4,9 @@
         --backend {clip,simulated} --model ViT-L-14 [--pretrained openai]
 
 For `simulated`, --model names a scorer profile of runners/judges/simulated.json.
-Scores are committed pool by pool; run the same command again to resume.
+Scores are committed pool by pool and the database is released between
+writes, so the app can open it read-only meanwhile; run the same command again
+to resume.
 """
 
 from __future__ import annotations
@@ -12,19 +14,21 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import duckdb
 
 from audit_core import store
 from audit_core.errors import InputError
 from runners.backends.base import ScorerBackend
+from runners.database import Database, DatabaseBusy, DatabaseFile
 from runners.recorder import RunSummary, check_images, record_scorer, require_dataset
 
 BACKENDS: tuple[str, ...] = ("clip", "simulated")
 
 
 def run_scorer(
-    con: duckdb.DuckDBPyConnection,
+    con: Database | duckdb.DuckDBPyConnection | str | Path,
     *,
     dataset: str,
     scorer: str,
@@ -37,8 +41,10 @@ def run_scorer(
 ) -> RunSummary:
     """Score every candidate of `dataset` and write a scorer run with its `scores` rows.
 
-    Candidates already scored under `scorer` are skipped; a name already used
-    with another backend, model or manifest is refused unless `replace`.
+    `con` is taken as by `runners.run_judge.run_selector` (a held connection,
+    or a path opened only while writing). Candidates already scored under
+    `scorer` are skipped; a name already used with another backend, model or
+    manifest is refused unless `replace`.
     """
     return record_scorer(
         con,
@@ -86,27 +92,29 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = {k: v for k, v in vars(args).items() if k != "quiet"}
+    db = DatabaseFile(args.db)
     try:
-        con = store.connect(args.db)
-        try:
+        with db.session() as con:
             require_dataset(con, args.dataset)
-            check_images(store.load_candidates(con, args.dataset))
-            summary = run_scorer(
-                con,
-                dataset=args.dataset,
-                scorer=args.scorer,
-                backend=make_backend(args),
-                backend_name=args.backend,
-                model=args.model,
-                progress=not args.quiet,
-                replace=args.replace,
-                config=config,
-            )
-        finally:
-            con.close()
+            candidates = store.load_candidates(con, args.dataset)
+        check_images(candidates)
+        summary = run_scorer(
+            db,
+            dataset=args.dataset,
+            scorer=args.scorer,
+            backend=make_backend(args),
+            backend_name=args.backend,
+            model=args.model,
+            progress=not args.quiet,
+            replace=args.replace,
+            config=config,
+        )
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except DatabaseBusy as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted: scored pools are recorded; run the same command again to resume", file=sys.stderr)
         return 130

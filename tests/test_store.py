@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import duckdb
 import pandas as pd
 import pytest
@@ -51,3 +54,23 @@ def test_schema_is_created_once_and_reopens(tmp_path):
     ro = store.connect(path, read_only=True)
     with pytest.raises(duckdb.Error):
         ro.execute("DELETE FROM prompts")
+
+
+def test_read_only_open_waits_for_a_writer_to_let_go(tmp_path):
+    path = tmp_path / "t.duckdb"
+    store.connect(path).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); print('held', flush=True); "
+         "time.sleep(float(sys.argv[2])); con.close()", str(path), "0.6"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(duckdb.IOException):
+            store.connect(path, read_only=True, lock_wait=0.0)
+        con = store.connect(path, read_only=True, lock_wait=10.0)
+        assert con.execute("SELECT count(*) FROM prompts").fetchone()[0] == 0
+        con.close()
+    finally:
+        holder.wait(timeout=10)
