@@ -21,10 +21,10 @@ from pathlib import Path
 
 import duckdb
 
-from audit_core import store
 from audit_core.errors import InputError
 from runners.backends.base import SelectorBackend
-from runners.database import Database, DatabaseBusy, DatabaseFile
+from runners.command import run_job
+from runners.database import Database, DatabaseFile
 from runners.parsing import CONTRACTS
 from runners.recorder import RunSummary, load_scope, plan_scope, record_selector
 
@@ -145,12 +145,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--limit must be at least 1")
     config = {k: v for k, v in vars(args).items() if k not in ("api_key", "quiet")}
     db = DatabaseFile(args.db)
-    try:
+
+    def job() -> RunSummary:
         with db.session() as con:
             scope = load_scope(con, dataset=args.dataset, limit=args.limit)
         # Check dataset, pools and images before loading a model that may take minutes.
         plan_scope(scope, judge=args.judge, orders=args.orders, contract=args.contract)
-        summary = run_selector(
+        return run_selector(
             db,
             dataset=args.dataset,
             judge=args.judge,
@@ -166,17 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             replace=args.replace,
             config=config,
         )
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except DatabaseBusy as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted: finished calls are recorded; run the same command again to resume", file=sys.stderr)
-        return 130
-    print(summary.describe())
-    return 0
+
+    return run_job(job, interrupted="finished calls are recorded")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ import duckdb
 from audit_core import store
 from audit_core.errors import InputError
 from runners.backends.base import ScorerBackend
-from runners.database import Database, DatabaseBusy, DatabaseFile
+from runners.command import run_job
+from runners.database import Database, DatabaseFile
 from runners.recorder import RunSummary, check_images, record_scorer, require_dataset
 
 BACKENDS: tuple[str, ...] = ("clip", "simulated")
@@ -93,12 +94,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = {k: v for k, v in vars(args).items() if k != "quiet"}
     db = DatabaseFile(args.db)
-    try:
+
+    def job() -> RunSummary:
         with db.session() as con:
             require_dataset(con, args.dataset)
             candidates = store.load_candidates(con, args.dataset)
         check_images(candidates)
-        summary = run_scorer(
+        return run_scorer(
             db,
             dataset=args.dataset,
             scorer=args.scorer,
@@ -109,17 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             replace=args.replace,
             config=config,
         )
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except DatabaseBusy as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted: scored pools are recorded; run the same command again to resume", file=sys.stderr)
-        return 130
-    print(summary.describe())
-    return 0
+
+    return run_job(job, interrupted="scored pools are recorded")
 
 
 if __name__ == "__main__":
