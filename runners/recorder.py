@@ -21,6 +21,7 @@ Resume: a call whose request key is already recorded is skipped, except a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import sys
@@ -434,8 +435,11 @@ def record_selector(
 
     `db` is a held connection, a path (opened per unit of work and released in
     between) or a `Database`. `config` (e.g. the CLI flags) is stored in the
-    run's config_json with the library versions. Raises InputError before any
-    call for bad input or a judge-name conflict, and DatabaseBusy when another
+    run's config_json with the library versions. Calls already recorded under
+    the same request keys are skipped (resume). Raises InputError before any
+    call for an unknown dataset, pools smaller than `orders`, missing or
+    unreadable images, or a judge name already used with another instruction,
+    manifest, backend or model (unless `replace`), and DatabaseBusy when another
     process records this judge or keeps the file locked; a KeyboardInterrupt
     is recorded (run status 'interrupted', finished calls kept) and re-raised.
     """
@@ -475,8 +479,7 @@ def record_selector(
 
         bar = tqdm(total=len(requests), initial=skipped, unit="call", disable=not progress,
                    desc=f"{judge}", dynamic_ncols=True)
-        status = "failed"
-        try:
+        with _run_lifecycle(db, run_id, bar):
             with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"judge-{judge}") as pool:
                 try:
                     for batch in _completed_batches(pool, todo, submit, concurrency * PENDING_PER_WORKER):
@@ -489,16 +492,25 @@ def record_selector(
                 except BaseException:
                     pool.shutdown(wait=False, cancel_futures=True)
                     raise
-            status = "finished"
-        except KeyboardInterrupt:
-            status = "interrupted"
-            raise
-        finally:
-            bar.close()
-            with db.session() as con:
-                store.finish_run(con, run_id, status)
     return RunSummary(run_id, dataset, judge, "selector", len(requests), skipped, sum(statuses.values()),
-                      statuses, status, time.perf_counter() - started)
+                      statuses, "finished", time.perf_counter() - started)
+
+
+@contextlib.contextmanager
+def _run_lifecycle(db: Database, run_id: str, bar: tqdm) -> Iterator[None]:
+    """Around a run's calls: close the progress bar and stamp the run 'finished',
+    'interrupted' (Ctrl-C, re-raised) or 'failed' (any other exception, re-raised)."""
+    status = "failed"
+    try:
+        yield
+        status = "finished"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        bar.close()
+        with db.session() as con:
+            store.finish_run(con, run_id, status)
 
 
 def _completed_batches(
@@ -575,10 +587,9 @@ def record_scorer(
         with db.session() as con:
             run_id = open_run(con, identity, model_revision=revision, config=dict(config or {}))
         written = 0
-        status = "failed"
         bar = tqdm(total=len(candidates), initial=skipped, unit="image", disable=not progress,
                    desc=scorer, dynamic_ncols=True)
-        try:
+        with _run_lifecycle(db, run_id, bar):
             for pid, group in pools:
                 group = group.sort_values("canonical_index")
                 todo = group[~group["candidate_id"].isin(scored)]
@@ -589,16 +600,8 @@ def record_scorer(
                     ])
                 written += len(todo)
                 bar.update(len(todo))
-            status = "finished"
-        except KeyboardInterrupt:
-            status = "interrupted"
-            raise
-        finally:
-            bar.close()
-            with db.session() as con:
-                store.finish_run(con, run_id, status)
     return RunSummary(run_id, dataset, scorer, "scorer", len(candidates), skipped, written,
-                      {"scored": written}, status, time.perf_counter() - started)
+                      {"scored": written}, "finished", time.perf_counter() - started)
 
 
 def _score_pool(backend: ScorerBackend, prompt: str, paths: list[str], prompt_id: str) -> list[float]:

@@ -17,64 +17,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-
-import duckdb
 
 from audit_core.errors import InputError
 from runners.backends.base import SelectorBackend
 from runners.command import run_job
-from runners.database import Database, DatabaseFile
+from runners.database import DatabaseFile
 from runners.parsing import CONTRACTS
 from runners.recorder import RunSummary, load_scope, plan_scope, record_selector
 
 BACKENDS: tuple[str, ...] = ("simulated", "hf", "openai")
 
 
-def run_selector(
-    con: Database | duckdb.DuckDBPyConnection | str | Path,
-    *,
-    dataset: str,
-    judge: str,
-    backend: SelectorBackend,
-    backend_name: str,
-    model: str,
-    orders: int = 3,
-    contract: str = "ranking",
-    lenient: bool = False,
-    limit: int | None = None,
-    concurrency: int = 1,
-    progress: bool = True,
-    replace: bool = False,
-    config: dict | None = None,
-) -> RunSummary:
-    """Record `judge` on `dataset` through the shared recorder (see runners.recorder).
-
-    `con` is a connection the caller keeps open, or a path (or
-    `runners.database.Database`) opened only while writing, so that other
-    processes can read the file during the run. Resumes: calls already
-    recorded under the same request keys are skipped. Raises InputError
-    (before any call) for an unknown dataset, pools smaller than `orders`,
-    missing or unreadable images, or a judge name already used with another
-    instruction, manifest, backend or model (unless `replace`); DatabaseBusy
-    when another process records this judge or keeps the file locked.
-    """
-    return record_selector(
-        con,
-        dataset=dataset,
-        judge=judge,
-        backend=backend,
-        backend_name=backend_name,
-        model=model,
-        orders=orders,
-        contract=contract,
-        lenient=lenient,
-        limit=limit,
-        concurrency=concurrency,
-        progress=progress,
-        replace=replace,
-        config=config,
-    )
+run_selector = record_selector  # the public name of the recording path, for the demo and other callers
 
 
 def make_backend(args: argparse.Namespace) -> SelectorBackend:

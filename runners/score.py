@@ -14,50 +14,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-
-import duckdb
 
 from audit_core import store
 from audit_core.errors import InputError
 from runners.backends.base import ScorerBackend
 from runners.command import run_job
-from runners.database import Database, DatabaseFile
+from runners.database import DatabaseFile
 from runners.recorder import RunSummary, check_images, record_scorer, require_dataset
 
 BACKENDS: tuple[str, ...] = ("clip", "simulated")
 
 
-def run_scorer(
-    con: Database | duckdb.DuckDBPyConnection | str | Path,
-    *,
-    dataset: str,
-    scorer: str,
-    backend: ScorerBackend,
-    backend_name: str,
-    model: str,
-    progress: bool = True,
-    replace: bool = False,
-    config: dict | None = None,
-) -> RunSummary:
-    """Score every candidate of `dataset` and write a scorer run with its `scores` rows.
-
-    `con` is taken as by `runners.run_judge.run_selector` (a held connection,
-    or a path opened only while writing). Candidates already scored under
-    `scorer` are skipped; a name already used with another backend, model or
-    manifest is refused unless `replace`.
-    """
-    return record_scorer(
-        con,
-        dataset=dataset,
-        scorer=scorer,
-        backend=backend,
-        backend_name=backend_name,
-        model=model,
-        progress=progress,
-        replace=replace,
-        config=config,
-    )
+run_scorer = record_scorer  # the public name of the scoring path, for the demo and other callers
 
 
 def make_backend(args: argparse.Namespace) -> ScorerBackend:
