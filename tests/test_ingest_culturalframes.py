@@ -6,7 +6,6 @@ import io
 import json
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 import pytest
 from PIL import Image
@@ -14,6 +13,7 @@ from PIL import Image
 from audit_core import store
 from audit_core.ingest import culturalframes
 from runners import ingest
+from tests.db_snapshot import snapshot
 
 MODELS = ("m1", "m2", "m3", "m4")
 # prompt id -> (country, category, text, models with an image)
@@ -86,17 +86,6 @@ def write_release(root: Path, records: list[dict] | None = None, images: list[di
     pd.DataFrame(images[:half]).to_parquet(root / "data" / "train-00000-of-00002.parquet")
     pd.DataFrame(images[half:]).to_parquet(root / "data" / "train-00001-of-00002.parquet")
     return root
-
-
-def snapshot(db: Path) -> dict | None:
-    """Every row of every store table, sorted: equal snapshots mean an unchanged database."""
-    if not db.exists():
-        return None
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in store.TABLE_COLUMNS}
-    finally:
-        con.close()
 
 
 def run_cf(release: Path, db: Path, images: Path, *extra: str, dataset: str = "cf") -> int:

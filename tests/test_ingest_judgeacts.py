@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 import pytest
 
@@ -14,6 +13,7 @@ from audit_core.errors import InputError
 from audit_core.ingest import judgeacts
 from audit_core.ingest.pools import write_dataset
 from runners import ingest
+from tests.db_snapshot import snapshot
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "judgeacts"
 SPLITS = {
@@ -23,17 +23,6 @@ SPLITS = {
 CLIP = DATA / "main" / "results" / "main" / "clip_scores.json"
 
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="shared JudgeActs files are not available")
-
-
-def snapshot(db: Path) -> dict | None:
-    """Every row of every store table, sorted: equal snapshots mean an unchanged database."""
-    if not db.exists():
-        return None
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in store.TABLE_COLUMNS}
-    finally:
-        con.close()
 
 
 def run_ingest(db: Path, pools: Path, runs: dict[str, Path], dataset: str = "ds", *extra: str) -> int:

@@ -12,6 +12,7 @@ import pytest
 
 from audit_core import store
 from runners import ingest
+from tests.db_snapshot import snapshot
 
 DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "judgeacts" / "dev"
 
@@ -29,17 +30,6 @@ CALLS = [
     ("p3", 0, ["p3_a", "p3_b", "p3_c", "p3_d"], "p3_d", "D", "ok", '{"choice": "D"}', None),
     ("p3", 1, ["p3_c", "p3_d", "p3_a", "p3_b"], None, None, None, None, 3.0),
 ]
-
-
-def snapshot(db: Path) -> dict | None:
-    """Every row of every store table, sorted: equal snapshots mean an unchanged database."""
-    if not db.exists():
-        return None
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in store.TABLE_COLUMNS}
-    finally:
-        con.close()
 
 
 def pool_rows() -> list[dict]:

@@ -124,10 +124,16 @@ class _Row:
         value = self.values.get(column)
         return value is not None and not (isinstance(value, float) and math.isnan(value))
 
+    def absent(self, column: str, required: bool) -> bool:
+        """True when `column` is empty in this row; fails (InputError) if it is `required`."""
+        if self.present(column):
+            return False
+        if required:
+            self.fail(column, "missing")
+        return True
+
     def text(self, column: str, *, required: bool = False, id_like: bool = False) -> str | None:
-        if not self.present(column):
-            if required:
-                self.fail(column, "missing")
+        if self.absent(column, required):
             return None
         value = self.values[column]
         if id_like and isinstance(value, int) and not isinstance(value, bool):
@@ -137,9 +143,7 @@ class _Row:
         return value.strip() if id_like else value
 
     def number(self, column: str, *, required: bool = False) -> float | None:
-        if not self.present(column):
-            if required:
-                self.fail(column, "missing")
+        if self.absent(column, required):
             return None
         value = self.values[column]
         if isinstance(value, str):
@@ -160,9 +164,7 @@ class _Row:
         return int(value)
 
     def items(self, column: str, *, required: bool = False) -> list[str] | None:
-        if not self.present(column):
-            if required:
-                self.fail(column, "missing")
+        if self.absent(column, required):
             return None
         value = self.values[column]
         if isinstance(value, str):
