@@ -17,6 +17,7 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 
 from audit_core.records import CallRecord, DatasetRecord, RunRecord, ScoreRecord, utc_now
 from audit_core.schema import SCHEMA_SQL
@@ -79,16 +80,18 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
     con.execute("COMMIT")
 
 
-def insert_frame(con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame) -> int:
-    """Append `frame` (columns named as in the table) to `table`; returns rows written."""
-    columns = TABLE_COLUMNS[table]
-    missing = [c for c in columns if c not in frame.columns]
+def insert_frame(con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame | pa.Table) -> int:
+    """Append `frame` (a pandas frame or Arrow table, columns named as in the table) to
+    `table` in one statement; returns rows written."""
+    columns = list(TABLE_COLUMNS[table])
+    names = frame.column_names if isinstance(frame, pa.Table) else frame.columns
+    missing = [c for c in columns if c not in names]
     if missing:
         raise ValueError(f"insert into {table}: frame lacks columns {missing}")
-    if frame.empty:
+    if len(frame) == 0:
         return 0
     view = f"_insert_{table}"
-    con.register(view, frame.loc[:, list(columns)])
+    con.register(view, frame.select(columns) if isinstance(frame, pa.Table) else frame.loc[:, columns])
     try:
         column_list = ", ".join(columns)
         con.execute(f"INSERT INTO {table} ({column_list}) SELECT {column_list} FROM {view}")
@@ -101,17 +104,6 @@ def insert_records(con: duckdb.DuckDBPyConnection, table: str, records: Iterable
     """Append dataclass records (fields named as the table's columns) to `table`."""
     rows = [dataclasses.asdict(r) for r in records]
     return insert_frame(con, table, pd.DataFrame(rows, columns=list(TABLE_COLUMNS[table])))
-
-
-def insert_call(con: duckdb.DuckDBPyConnection, call: CallRecord) -> None:
-    """Write one call with bound parameters (the runners' per-call path)."""
-    row = dataclasses.asdict(call)
-    columns = TABLE_COLUMNS["calls"]
-    placeholders = ", ".join("?" for _ in columns)
-    con.execute(
-        f"INSERT INTO calls ({', '.join(columns)}) VALUES ({placeholders})",
-        [row[c] for c in columns],
-    )
 
 
 def manifest_sha256(candidates: pd.DataFrame, prompts: pd.DataFrame) -> str:

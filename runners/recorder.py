@@ -381,9 +381,6 @@ def call_judge(
 
 
 _CALL_COLUMNS = store.TABLE_COLUMNS["calls"]
-_INSERT_CALLS = (
-    f"INSERT INTO calls ({', '.join(_CALL_COLUMNS)}) SELECT {', '.join(_CALL_COLUMNS)} FROM _call_batch"
-)
 _CALL_ARROW_SCHEMA = pa.schema(
     [
         (name, pa.list_(pa.string()) if name in ("slot_candidate_ids", "ranking")
@@ -407,11 +404,7 @@ def write_calls(con: duckdb.DuckDBPyConnection, calls: Sequence[CallRecord], ret
     with store.transaction(con):
         if replaced:
             con.execute("DELETE FROM calls WHERE list_contains(?, request_key)", [replaced])
-        con.register("_call_batch", batch)
-        try:
-            con.execute(_INSERT_CALLS)
-        finally:
-            con.unregister("_call_batch")
+        store.insert_frame(con, "calls", batch)
 
 
 def record_selector(
