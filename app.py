@@ -1,12 +1,16 @@
 """Judge Audit: browse what VLM judges returned, against held-out human ratings.
 
-`streamlit run app.py` opens the built-in demo (data/demo.duckdb, or the file
-named by $JUDGE_AUDIT_DB). The sidebar picks the database, dataset and focus
-judge; every page keeps its view in the URL, so a link restores it. A link to the
-app's root may name its page as `?page=explorer` (or detail, judges, gates, findings).
+`streamlit run app.py [-- --db PATH ... --data-dir DIR]` opens the built-in demo
+(data/demo.duckdb), or the first file named by `--db` or $JUDGE_AUDIT_DB. The
+sidebar picks the database (only those allowed when the app was started, see
+`app_ui.allowed`), dataset and focus judge; every page keeps its view in the URL,
+so a link restores it. A link to the app's root may name its page as
+`?page=explorer` (or detail, judges, gates, alignment, findings).
 """
 
 from __future__ import annotations
+
+import logging
 
 import streamlit as st
 
@@ -21,6 +25,7 @@ PAGES: dict[str, tuple[str, str, str]] = {
     "detail": ("app_pages/detail.py", "Pool detail", ":material/image_search:"),
     "judges": ("app_pages/judges.py", "Judge comparison", ":material/compare:"),
     "gates": ("app_pages/gates.py", "Gate lab", ":material/filter_alt:"),
+    "alignment": ("app_pages/alignment.py", "Alignment", ":material/balance:"),
     "findings": ("app_pages/findings.py", "Findings", ":material/description:"),
 }
 
@@ -34,5 +39,11 @@ requested = st.query_params.get("page")
 if current is pages["overview"] and requested in pages and requested != "overview":
     # A link to the app's root names its page in the query: go there, keeping the query.
     st.switch_page(pages[requested], query_params={k: st.query_params.get_all(k) for k in st.query_params})
-context.sidebar()
-current.run()
+try:
+    context.sidebar()
+    current.run()
+except Exception as err:  # st.stop() and reruns derive from BaseException and pass through
+    # The traceback names server paths: it goes to the server's log, the visitor gets one line.
+    logging.getLogger("judge_audit").exception("page %s failed", current.url_path or "overview")
+    st.error(f"This page stopped on an unexpected error ({type(err).__name__}); the details are in the server's log. "
+             "The other pages still work.")

@@ -74,11 +74,13 @@ for _, arrangement in grid.groupby("arrangement"):
     cells[0].caption("shown to " + ", ".join(draw.esc(j) for j in head["judges"]))
     for cell, slot in zip(cells[1:], arrangement.itertuples()):
         rating = ratings.loc[slot.candidate_id]
-        cell.image(draw.framed(paths.get(slot.candidate_id), CELL, [colours[j] for j in slot.picked_by],
+        path = paths.get(slot.candidate_id)
+        cell.image(draw.framed(path, CELL, [colours[j] for j in slot.picked_by],
                                bool(rating["best"]), rating["generator"]))
         picked = ", ".join(marks[j] for j in slot.picked_by)
+        unshown = draw.image_problem(path) if path else None
         cell.caption(f"**{slot.slot_label}** · {draw.esc(rating['generator'])} · alignment {draw.number(rating['alignment'])}"
-                     + (f" · picked by {draw.esc(picked)}" if picked else ""))
+                     + (f" · picked by {draw.esc(picked)}" if picked else "") + (f" · {unshown}" if unshown else ""))
 
 st.subheader("Held-out ratings")
 st.caption("Mean rating per outcome (errors: share of annotators flagging it), individual alignment votes, content scores.")

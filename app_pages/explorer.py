@@ -88,7 +88,10 @@ for k, pool in enumerate(shown.itertuples()):
     with grid[k % 2].container(border=True):
         st.text(pool.prompt)
         st.caption(draw.pool_facts(pool, sel.judge))
-        st.image(draw.pool_strip(tiles.loc[tiles["row"] == pool.Index], colours, marks, THUMB, data.mask.shape[1]))
+        pool_tiles = tiles.loc[tiles["row"] == pool.Index]
+        st.image(draw.pool_strip(pool_tiles, colours, marks, THUMB, data.mask.shape[1]))
+        if note := draw.image_note(pool_tiles["image_path"].tolist()):
+            st.caption(note)
         st.page_link(
             "app_pages/detail.py",
             label=f"Open pool {draw.esc(pool.prompt_id)}",

@@ -1,8 +1,10 @@
 """Judge comparison: a gate validated for one judge is not validated for the next.
 
-Side by side for every selector judge: call outcomes and position bias, the gain
-of each judge and its content-only baseline, how often pairs of judges agree,
-which generators each favours, and whether order flips grow with the stakes.
+Side by side for every selector judge: call outcomes and position bias, output
+validity and timing, the gain of each judge and its content-only baseline, each
+judge's gain within every value of a slice (a picker kept in the URL), how often
+pairs of judges agree, which generators each favours, and whether order flips
+grow with the stakes.
 """
 
 from __future__ import annotations
@@ -28,10 +30,27 @@ st.dataframe(result.judges, hide_index=True, width="stretch",
              column_config={"chi2_p": st.column_config.NumberColumn("chi2_p", format="%.2e")})
 st.caption("first_slot vs first_slot_uniform: share of valid calls picking slot A vs no bias (χ² test); "
            "flip_rate: prompts whose returned image changes with the order; entropy: order inconsistency, 0–1.")
+if result.timing is not None:
+    st.subheader("Output validity and timing")
+    st.dataframe(result.timing, hide_index=True, width="stretch")
+    st.caption("valid: accepted by the strict parser; recovered: by the lenient one; not_json: not JSON at all; "
+               "seconds per call and per prompt (one order, all orders) as recorded with every call.")
 
 single = result.policies[result.policies["kind"].isin(["random", "oracle", "judge", "majority", "scorer"])]
 draw.chart(draw.forest(single, "policy", "gain", "Gain over random, judge by judge", "gain over random (alignment)", colour="kind"),
            "Each judge's order-0 pick and majority vote, content-only scorers, and the oracle; whiskers: 95% intervals.")
+
+st.subheader("Where each judge does well: gain by slice")
+names = [name for name in result.slice_prompts if name != "all"]
+picked = context.bound(st.selectbox, "Break down by", "slice", "country", names, format_func=lambda n: n.replace("_", " "))
+part = result.slices[(result.slices["slice"] == picked) & result.slices["policy"].isin(["random", *sel.judges])]
+by_value = part.assign(gain=[draw.interval(g, lo, hi, signed=True) + f" (n {n})"
+                             for g, lo, hi, n in zip(part["gain"], part["gain_lo"], part["gain_hi"], part["n"])])
+table = by_value.pivot(index="value", columns="policy", values="gain").reindex(list(result.slice_prompts[picked]))
+st.dataframe(table[[p for p in sel.judges if p in table.columns]].assign(prompts=list(result.slice_prompts[picked].values())),
+             width="stretch")
+st.caption("Gain over random of each judge's order-0 pick within each value, 95% interval resampling the judge's prompts "
+           "there; n = prompts it acts on (no gain, not zero, where n is 0).")
 
 left, right = st.columns(2)
 with left:

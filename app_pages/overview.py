@@ -1,17 +1,36 @@
 """Overview: does the focus judge return better images than random choice?
 
 Headline cards for the focus judge, then four figures: slot preference by judge,
-regret by country, what each gate keeps and rejects, and every policy's gain
-over random with its interval. All numbers come from `audit_core.analysis`.
+regret by slice (a picker: country, category, pool size, ...; kept in the URL), what
+each gate keeps and rejects, and every policy's gain over random with its interval;
+then output validity and timing per judge. All numbers come from `audit_core.analysis`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from app_ui import context, draw
+
+
+def slice_chart(slices: pd.DataFrame, name: str, policies: Sequence[str], colours: Mapping[str, str]) -> go.Figure:
+    """Mean regret per value of slice `name` for each policy, with its within-value 95% interval;
+    a value a policy never acts on has no bar (zero coverage, not zero regret)."""
+    fig = go.Figure()
+    for policy in policies:
+        part = slices[(slices["slice"] == name) & (slices["policy"] == policy)]
+        fig.add_trace(go.Bar(
+            x=draw.plain(part["value"]), y=part["regret"], name=draw.plain(policy), customdata=part["n"],
+            marker_color=colours.get(policy, draw.RANDOM_COLOUR), hovertemplate="%{x}: regret %{y:.3f} on %{customdata} prompts",
+            error_y={"type": "data", "symmetric": False, "array": (part["regret_hi"] - part["regret"]).clip(lower=0),
+                     "arrayminus": (part["regret"] - part["regret_lo"]).clip(lower=0)},
+        ))
+    return draw.layout(fig, f"Regret by {draw.plain(name.replace('_', ' '))}", draw.plain(name), "mean regret (best − picked alignment)")
 
 sel = context.selection("overview")
 draw.header(
@@ -58,9 +77,12 @@ with left:
         draw.chart(draw.slot_chart(result.positions, colours),
                    "Bars: share of each judge's valid calls choosing each slot; black marks: the share with no position bias.")
 with right:
-    shown = ["random", *sel.judges]
-    draw.chart(draw.group_chart(result.groups, shown, colours),
-               "Mean regret per country for random choice and each judge's order-0 pick; whiskers: 95% intervals.")
+    names = [name for name in result.slice_prompts if name != "all"]
+    picked = context.bound(st.selectbox, "Break down by", "slice", "country", names,
+                           format_func=lambda n: n.replace("_", " "))
+    draw.chart(slice_chart(result.slices, picked, ["random", *sel.judges], colours),
+               "Mean regret within each value for random choice and each judge's order-0 pick; whiskers: 95% intervals "
+               "resampling the prompts within the value. Every policy per slice is in slices.csv.")
 
 if sel.judge:
     focus_gates = result.gates[result.gates["base_judge"] == sel.judge]
@@ -76,6 +98,12 @@ with st.expander("All policies as a table"):
     columns = ["policy", "kind", "n", "coverage", "gain", "gain_lo", "gain_hi", "regret", "bmr", "bmr_random", "best",
                "worst_group_regret", "disparity"]
     st.dataframe(result.policies[[c for c in columns if c in result.policies.columns]], hide_index=True, width="stretch")
+
+if result.timing is not None:
+    with st.expander("Output validity and timing per judge"):
+        st.dataframe(result.timing, hide_index=True, width="stretch")
+        st.caption("valid: accepted by the strict parser; recovered: by the lenient one; not_json: not JSON at all; "
+                   "seconds as recorded with every call.")
 
 # --- findings to take away
 st.subheader("Export the findings")

@@ -1,7 +1,8 @@
 """What every page shares: the sidebar selection, URL parameters and cached loads.
 
-Heavy results are cached per (database path, file stamp, dataset): a rewritten
-database gets a new stamp and therefore fresh results. Cached objects are shared
+Heavy results are cached per (database path, file stamp, dataset, and the
+reference pool for selection results): a rewritten database gets a new stamp
+and therefore fresh results. Cached objects are shared
 between sessions and must be treated as read-only.
 
 URL parameters are the source of truth for a view. A widget bound with `adopt`
@@ -13,35 +14,33 @@ its own state otherwise; `publish` writes the value back.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import numpy as np
 import pandas as pd
 import streamlit as st
 
+from app_ui import allowed
 from audit_core import browse, store
 from audit_core.analysis import AuditResult, audit
 from audit_core.audit_data import AuditData, load_audit_data
+from audit_core.errors import DatabaseFileError, DatabaseHeld
 from audit_core.outcomes import prompt_outcomes
 from audit_core.policies import policy_picks
+from audit_core.rating_audit import RatingAuditResult, RatingData, consensus_pools, load_rating_data, rating_audit
 
-DEFAULT_DB = "data/demo.duckdb"
-DB_ENV = "JUDGE_AUDIT_DB"
+DEMO_COMMAND = "python -m runners.demo --db data/demo.duckdb"
+DEFAULT_POOL = "all"  # the reference pool whose consensus is the selection audit's utility unless one is chosen
 RESAMPLE_CHOICES: tuple[int, ...] = (1_000, 2_000, 10_000)
 LARGE_DATASET = 20_000  # prompts; above this the default resample count drops to keep the first load short
 _SEEN = "_url_seen"
 _SELECTION = "_selection"
 
 UrlValue = str | int | bool | tuple[str, ...]
-
-
-def default_db() -> str:
-    """The database opened when the URL names none: $JUDGE_AUDIT_DB, else the demo."""
-    return os.environ.get(DB_ENV) or DEFAULT_DB
 
 
 def db_stamp(path: str) -> float:
@@ -126,6 +125,12 @@ def publish(key: str, value: object, default: object) -> None:
 # ------------------------------------------------------------ cached loads
 
 
+@st.cache_data(ttl=5, max_entries=4, show_spinner=False)
+def _databases(files: tuple[str, ...], data_dir: str) -> dict[str, Path]:
+    # Walks the data folder: cached briefly, so a database written meanwhile shows up within seconds.
+    return allowed.databases(allowed.Allowance(tuple(Path(f) for f in files), Path(data_dir)))
+
+
 @st.cache_data(max_entries=8, show_spinner=False)
 def _datasets(db_path: str, stamp: float) -> pd.DataFrame:
     con = store.connect(db_path, read_only=True)
@@ -135,11 +140,20 @@ def _datasets(db_path: str, stamp: float) -> pd.DataFrame:
         con.close()
 
 
-@st.cache_resource(max_entries=4, show_spinner="Loading the dataset…")
-def _audit_data(db_path: str, stamp: float, dataset_id: str) -> AuditData:
+@st.cache_data(max_entries=8, show_spinner=False)
+def _selection_pools(db_path: str, stamp: float, dataset_id: str) -> tuple[str, ...]:
     con = store.connect(db_path, read_only=True)
     try:
-        return load_audit_data(con, dataset_id)
+        return tuple(consensus_pools(con, dataset_id, "alignment"))
+    finally:
+        con.close()
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the dataset…")
+def _audit_data(db_path: str, stamp: float, dataset_id: str, pool: str) -> AuditData:
+    con = store.connect(db_path, read_only=True)
+    try:
+        return load_audit_data(con, dataset_id, pool=pool)
     finally:
         con.close()
 
@@ -154,18 +168,33 @@ def _image_paths(db_path: str, stamp: float, dataset_id: str) -> dict[str, str |
 
 
 @st.cache_resource(max_entries=16, show_spinner="Joining ratings to picks…")
-def _outcomes(db_path: str, stamp: float, dataset_id: str, judge: str) -> pd.DataFrame:
-    return prompt_outcomes(_audit_data(db_path, stamp, dataset_id), judge)
+def _outcomes(db_path: str, stamp: float, dataset_id: str, pool: str, judge: str) -> pd.DataFrame:
+    return prompt_outcomes(_audit_data(db_path, stamp, dataset_id, pool), judge)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Applying every policy…")
-def _picks(db_path: str, stamp: float, dataset_id: str) -> dict[str, np.ndarray]:
-    return policy_picks(_audit_data(db_path, stamp, dataset_id))
+def _picks(db_path: str, stamp: float, dataset_id: str, pool: str) -> dict[str, np.ndarray]:
+    return policy_picks(_audit_data(db_path, stamp, dataset_id, pool))
 
 
 @st.cache_resource(max_entries=4, show_spinner="Running the audit (prompt-level bootstrap)…")
-def _audit(db_path: str, stamp: float, dataset_id: str, resamples: int) -> AuditResult:
-    return audit(_audit_data(db_path, stamp, dataset_id), resamples=resamples, seed=0)
+def _audit(db_path: str, stamp: float, dataset_id: str, pool: str, resamples: int) -> AuditResult:
+    return audit(_audit_data(db_path, stamp, dataset_id, pool), resamples=resamples, seed=0)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the rating data…")
+def _rating_data(db_path: str, stamp: float, dataset_id: str) -> RatingData | None:
+    con = store.connect(db_path, read_only=True)
+    try:
+        return load_rating_data(con, dataset_id)
+    finally:
+        con.close()
+
+
+@st.cache_resource(max_entries=4, show_spinner="Running the rating audit (item-level bootstrap)…")
+def _rating_audit(db_path: str, stamp: float, dataset_id: str, resamples: int) -> RatingAuditResult | None:
+    data = _rating_data(db_path, stamp, dataset_id)
+    return rating_audit(data, resamples=resamples, seed=0) if data is not None else None
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -181,8 +210,16 @@ def _pool_records(
 
 @dataclass(frozen=True)
 class Selection:
-    """The sidebar's choice: database, dataset and focus judge (None if it has no selector)."""
+    """The sidebar's choice: database, dataset, reference pool and focus judge (None if it has no selector).
 
+    `db_name` is what pages show and links carry (`app_ui.allowed`); `db_path`
+    stays on the server. `pool` is the reference pool whose alignment consensus
+    is the selection audit's utility, one of `pools` (the dataset's pools with
+    alignment ratings; empty when it has none, and then no selection audit).
+    """
+
+    db_name: str
+    db_default: bool
     db_path: str
     stamp: float
     dataset_id: str
@@ -191,22 +228,32 @@ class Selection:
     judges: tuple[str, ...]
     judge: str | None
     resamples: int
+    pool: str = DEFAULT_POOL
+    pools: tuple[str, ...] = (DEFAULT_POOL,)
 
     def data(self) -> AuditData:
-        """The dataset's dense arrays (cached per database file and dataset)."""
-        return _audit_data(self.db_path, self.stamp, self.dataset_id)
+        """The dataset's dense arrays with `pool`'s utility (cached per database file, dataset and pool)."""
+        return _audit_data(self.db_path, self.stamp, self.dataset_id, self.pool)
 
     def outcomes(self, judge: str | None = None) -> pd.DataFrame:
         """prompt_outcomes of `judge` (default: the focus judge)."""
-        return _outcomes(self.db_path, self.stamp, self.dataset_id, judge or self.judge)
+        return _outcomes(self.db_path, self.stamp, self.dataset_id, self.pool, judge or self.judge)
 
     def picks(self) -> dict[str, np.ndarray]:
         """Every policy's (P,) pick, −1 where it abstains (`policies.policy_picks`)."""
-        return _picks(self.db_path, self.stamp, self.dataset_id)
+        return _picks(self.db_path, self.stamp, self.dataset_id, self.pool)
 
     def audit(self) -> AuditResult:
         """The full selection audit with the chosen number of bootstrap resamples, seed 0."""
-        return _audit(self.db_path, self.stamp, self.dataset_id, self.resamples)
+        return _audit(self.db_path, self.stamp, self.dataset_id, self.pool, self.resamples)
+
+    def rating_data(self) -> RatingData | None:
+        """The rating audit's inputs on the rubric outcome, None when the dataset has no rating data."""
+        return _rating_data(self.db_path, self.stamp, self.dataset_id)
+
+    def rating_audit(self) -> RatingAuditResult | None:
+        """The rating audit (item-level bootstrap, the chosen resample count, seed 0), None without rating data."""
+        return _rating_audit(self.db_path, self.stamp, self.dataset_id, self.resamples)
 
     def dataset_row(self) -> dict[str, object]:
         """The dataset's `datasets` row (source, revision, notes, counts)."""
@@ -224,15 +271,22 @@ class Selection:
     def link(self, page: str, **params: UrlValue) -> dict[str, str | list[str]]:
         """Query parameters of a link to `page` that keeps this selection."""
         query: dict[str, str | list[str]] = {"page": page, "dataset": self.dataset_id}
-        if self.db_path != default_db():
-            query["db"] = self.db_path
+        if not self.db_default:
+            query["db"] = self.db_name
         if self.judge:
             query["judge"] = self.judge
+        if self.pool != default_pool(self.pools):
+            query["pool"] = self.pool
         for key, value in params.items():
             if value in ("", (), None):
                 continue
             query[key] = list(value) if isinstance(value, tuple) else str(value)
         return query
+
+
+def default_pool(pools: Sequence[str]) -> str:
+    """The reference pool a selection audit takes unless one is chosen: `all` if present, else the first."""
+    return DEFAULT_POOL if DEFAULT_POOL in pools or not pools else pools[0]
 
 
 def _code(text: str) -> str:
@@ -243,21 +297,20 @@ def _code(text: str) -> str:
 def sidebar() -> Selection:
     """Draw the sidebar (database, dataset, judge), keep it in the URL and remember it."""
     side = st.sidebar
-    adopt("db", default_db(), sticky=True)
-    db_path = side.text_input("Database (DuckDB file)", key="db", help=f"${DB_ENV} sets the default")
-    publish("db", db_path, default_db())
+    db_name, db_path, db_default = _database(side)
     if not Path(db_path).is_file():
-        side.error(f"{_code(db_path)}: no such database. Build the demo with `python -m runners.demo --db {DEFAULT_DB}`.")
+        side.error(f"{_code(db_name)}: no such database. Build the demo with `{DEMO_COMMAND}`.")
         st.stop()
     stamp = db_stamp(db_path)
     try:
         datasets = _datasets(db_path, stamp)
-    except duckdb.Error as err:  # not a DuckDB file, or locked by a job writing to it
-        side.error(f"{_code(db_path)} cannot be opened read-only: {_code(str(err))}. If a runner is writing to it, "
-                   "wait for it to finish or open a copy.")
+    except DatabaseFileError as err:  # not a DuckDB file, or held by a job writing to it
+        hint = " A runner or an ingest is writing to it: wait for it to finish, or open a copy." \
+            if isinstance(err, DatabaseHeld) else ""
+        side.error(f"{_code(db_name)} cannot be opened read-only: {_code(err.message.replace(db_path, db_name))}.{hint}")
         st.stop()
     if datasets.empty:
-        side.error(f"{_code(db_path)} holds no dataset yet: import one with `python -m runners.ingest`.")
+        side.error(f"{_code(db_name)} holds no dataset yet: import one with `python -m runners.ingest`.")
         st.stop()
     names = {r.dataset_id: f"{r.name} ({r.prompts} prompts){' · SIMULATED' if is_simulated(r._asdict()) else ''}"
              for r in datasets.itertuples()}
@@ -269,9 +322,24 @@ def sidebar() -> Selection:
     simulated = is_simulated(row.to_dict())
     if simulated:
         side.warning("SIMULATED data: generated pools, ratings and judges, not real model or human data.")
-    judges = tuple(_audit_data(db_path, stamp, dataset_id).judges)
+    pools = _selection_pools(db_path, stamp, dataset_id)
+    pool = default_pool(pools)
+    if len(pools) > 1:
+        adopt("pool", pool, pools, sticky=True)
+        pool = side.selectbox(
+            "Reference pool", pools, key="pool",
+            help="Whose alignment ratings are the utility of every selection page: each pool's consensus "
+            "gives its own regret, gain and below-mean rate.",
+        )
+        publish("pool", pool, default_pool(pools))
+    else:
+        publish("pool", pool, pool)  # nothing to choose: a pool named by a link for another dataset leaves the URL
+    judges = tuple(_audit_data(db_path, stamp, dataset_id, pool).judges) if pools else ()
     judge = None
-    if judges:
+    if not pools:
+        side.info("This dataset has no alignment ratings, so there is no selection audit; "
+                  "its rating judges are on the Alignment page.")
+    elif judges:
         adopt("judge", judges[0], judges, sticky=True)
         judge = side.selectbox("Judge", judges, key="judge")
         publish("judge", judge, None)
@@ -285,9 +353,49 @@ def sidebar() -> Selection:
         f"{RESAMPLE_CHOICES[0]:,} so the first load stays short; each choice is computed once and cached.",
     )
     publish("resamples", resamples, default_resamples)
-    selection = Selection(db_path, stamp, dataset_id, str(row["name"]), simulated, judges, judge, resamples)
+    selection = Selection(
+        db_name=db_name, db_default=db_default, db_path=db_path, stamp=stamp, dataset_id=dataset_id,
+        dataset_name=str(row["name"]), simulated=simulated, judges=judges, judge=judge, resamples=resamples,
+        pool=pool, pools=pools,
+    )
     st.session_state[_SELECTION] = selection
     return selection
+
+
+def _database(side: Any) -> tuple[str, str, bool]:
+    """(name, server path, is the default) of the database the sidebar opens.
+
+    Only a database allowed when the app was started (`app_ui.allowed`) is
+    offered or followed from a link; a link naming anything else is refused
+    and the page stops before any file is opened.
+    """
+    allowance = allowed.allowance(sys.argv[1:], os.environ)
+    found = _databases(tuple(str(f) for f in allowance.files), str(allowance.data_dir))
+    default = allowed.default_name(found, allowance)
+    raw = st.query_params.get("db")
+    refusal = None
+    if raw is not None and raw not in found:
+        found = allowed.databases(allowance)  # the listing may predate the file the link names
+        try:
+            st.query_params["db"] = allowed.database_name(raw, found)  # a path to an allowed file: its name
+        except allowed.Refused as err:
+            refusal = f"This link names the database {_code(raw)}, which this app may not open: {err}. Nothing was opened."
+            st.query_params.pop("db")
+    if default is None:
+        side.error(f"No database to open. Build the demo with `{DEMO_COMMAND}`, or start the app with "
+                   "`streamlit run app.py -- --db PATH`.")
+        st.stop()
+    names = list(found)
+    adopt("db", default, names, sticky=True)
+    name = side.selectbox(
+        "Database", names, key="db",
+        help="The databases this app was started with (`-- --db PATH`, $JUDGE_AUDIT_DB) and those in its data folder.",
+    )
+    publish("db", name, default)
+    if refusal:
+        st.error(refusal + " Pick a database in the sidebar.")
+        st.stop()
+    return name, str(found[name]), name == default
 
 
 def selection(page: str) -> Selection:

@@ -40,12 +40,13 @@ def judge_colours(judges: Sequence[str]) -> dict[str, str]:
     return {j: PALETTE[i % len(PALETTE)] for i, j in enumerate(sorted(judges))}
 
 
-def header(title: str, sel: Selection, what: str) -> None:
-    """Page title, the one-line question the page answers, and the dataset it shows."""
+def header(title: str, sel: Selection, what: str, focus: bool = True) -> None:
+    """Page title, the one-line question the page answers, and the dataset it shows (with the
+    sidebar's focus judge unless `focus` is False: a page that does not use it)."""
     st.title(title)
     st.caption(what)
-    dataset = f"Dataset **{esc(sel.dataset_name)}** in {esc(sel.db_path)}"
-    st.markdown(f"{dataset} · focus judge **{esc(sel.judge or 'none')}**")
+    dataset = f"Dataset **{esc(sel.dataset_name)}** in {esc(sel.db_name)}"
+    st.markdown(f"{dataset} · focus judge **{esc(sel.judge or 'none')}**" if focus else dataset)
     if sel.simulated:
         st.warning("SIMULATED dataset: generated pools, ratings and judges, not real model or human data.")
 
@@ -64,19 +65,67 @@ def legend(judges: Sequence[str], colours: Mapping[str, str], marks: Mapping[str
 # ------------------------------------------------------------ thumbnails
 
 
+@st.cache_data(max_entries=4096, show_spinner=False)
+def image_problem(path: str | None) -> str | None:
+    """Why the candidate's image cannot be shown ("no image", "image file missing",
+    "unreadable image"), or None when it decodes. Never names the path."""
+    if not path:
+        return "no image"
+    if not Path(path).is_file():
+        return "image file missing"
+    try:
+        with Image.open(path) as image:
+            image.load()
+    except Exception:  # PIL raises many types (OSError, SyntaxError, DecompressionBombError...) for bad files
+        return "unreadable image"
+    return None
+
+
 @st.cache_resource(max_entries=4096, show_spinner=False)
 def _thumbnail(path: str | None, size: int, placeholder: str) -> Image.Image:
-    if path and Path(path).is_file():
-        image = Image.open(path).convert("RGB")
-        image.thumbnail((size, size))
-        canvas = Image.new("RGB", (size, size), "white")
-        canvas.paste(image, ((size - image.width) // 2, (size - image.height) // 2))
-        return canvas
+    problem = image_problem(path)
+    if problem is None:
+        try:
+            with Image.open(path) as image:
+                shown = image.convert("RGB")
+            shown.thumbnail((size, size))
+            canvas = Image.new("RGB", (size, size), "white")
+            canvas.paste(shown, ((size - shown.width) // 2, (size - shown.height) // 2))
+            return canvas
+        except Exception:  # changed on disk since it was checked
+            problem = "unreadable image"
     canvas = Image.new("RGB", (size, size), "#e8e8e8")
     draw = ImageDraw.Draw(canvas)
     font = ImageFont.load_default(size=max(10, size // 9))
-    draw.multiline_text((size / 2, size / 2), f"no image\n{placeholder}", fill="#555555", font=font, anchor="mm", align="center")
+    draw.multiline_text((size / 2, size / 2), f"{problem}\n{placeholder}", fill="#555555", font=font, anchor="mm", align="center")
     return canvas
+
+
+def fitted(path: str | None, size: int, placeholder: str = "") -> Image.Image:
+    """The candidate's image scaled to fit a size × size box (a small one enlarged, aspect kept),
+    or the grey placeholder tile saying why it cannot be shown (`image_problem`)."""
+    if image_problem(path) is None:
+        try:
+            with Image.open(path) as image:
+                shown = image.convert("RGB")
+            scale = size / max(shown.size)
+            return shown.resize((max(1, round(shown.width * scale)), max(1, round(shown.height * scale))),
+                                Image.Resampling.LANCZOS)
+        except Exception:  # changed on disk since it was checked: the placeholder says so
+            pass
+    return _thumbnail(path, size, placeholder)
+
+
+def image_note(paths: Sequence[str | None]) -> str | None:
+    """A caption counting the images of recorded files that cannot be shown, e.g. "1 image not
+    shown: unreadable image"; None when every recorded file decodes (a candidate without one is not counted)."""
+    problems = [image_problem(p) for p in paths if p]
+    problems = [p for p in problems if p]
+    if not problems:
+        return None
+    counts = pd.Series(problems).value_counts()
+    kinds = ", ".join(f"{n} {kind}" if len(counts) > 1 else kind for kind, n in counts.items())
+    return f"{len(problems)} image{'s' if len(problems) > 1 else ''} not shown: {kinds}"
 
 
 def data_uri(path: str | None, size: int, placeholder: str = "") -> str:
@@ -99,7 +148,8 @@ def framed(
 ) -> Image.Image:
     """The candidate's thumbnail inside one nested frame per picking judge, starred if best.
 
-    A candidate without an image file gets a grey tile saying so (with `placeholder`).
+    A candidate whose image cannot be shown gets a grey tile saying why (`image_problem`,
+    with `placeholder`).
     """
     pad = FRAME * max(len(frames), 1)
     tile = Image.new("RGB", (size + 2 * pad, size + 2 * pad), "white")
@@ -201,10 +251,11 @@ def forest(frame: pd.DataFrame, label: str, value: str, title: str, x_title: str
 
 
 
-def number(value: object, signed: bool = False) -> str:
-    """Two decimals (with sign if `signed`), or a dash for a missing value."""
+def number(value: object, signed: bool = False, missing: str = "—") -> str:
+    """Two decimals (with sign if `signed`), or `missing` (a dash) for a missing value."""
     if value is None or pd.isna(value):
-        return "—"
+        return missing
+    value = round(float(value), 2) + 0.0  # + 0.0 turns a rounded −0.0 into 0.0: no "-0.00"
     return f"{value:+.2f}" if signed else f"{value:.2f}"
 
 
@@ -227,10 +278,10 @@ def pool_facts(pool: object, judge: str) -> str:
     )
 
 
-def interval(value: object, lo: object, hi: object, signed: bool = False) -> str:
-    """"0.12 [0.05, 0.20]" (a dash for a missing value, no brackets without an interval)."""
-    text = number(value, signed)
-    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+def interval(value: object, lo: object, hi: object, signed: bool = False, missing: str = "—") -> str:
+    """"0.12 [0.05, 0.20]" (`missing`, a dash, for a missing value; no brackets without an interval)."""
+    text = number(value, signed, missing)
+    if value is None or pd.isna(value) or lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
         return text
     return f"{text} [{number(lo, signed)}, {number(hi, signed)}]"
 
@@ -287,3 +338,76 @@ def gate_chart(gates: pd.DataFrame) -> go.Figure:
     fig.update_yaxes(autorange="reversed")
     rows = gates["gate"].nunique()
     return layout(fig, "What each gate keeps and rejects", "gain over random (alignment)", "", height=max(320, 56 * rows + 140))
+
+# ------------------------------------------------------------ rating judges (alignment page)
+
+UNDEFINED = "undefined"  # a figure that does not exist (Pearson of a constant side), never 0
+
+
+def percent(share: object) -> str:
+    """A share as a whole percentage, or a dash where it is undefined (no items)."""
+    return "—" if share is None or pd.isna(share) else f"{share:.0%}"
+
+POOL_COLOURS: tuple[str, ...] = ("#555555", "#999999", "#333333", "#BBBBBB")  # people in greys, judges in colour
+
+
+def pool_colours(pools: Sequence[str]) -> dict[str, str]:
+    """A stable grey per reference pool (by position in the sorted pool list)."""
+    return {p: POOL_COLOURS[i % len(POOL_COLOURS)] for i, p in enumerate(sorted(pools))}
+
+
+def pools_side_by_side(rows: pd.DataFrame, index: str) -> pd.DataFrame:
+    """Alignment rows (one pool each) as one text row per `index` value with, for every pool side
+    by side: n rated, MAE [95%], Pearson r [95%] and QWK; "undefined" where a figure does not exist."""
+    table = pd.DataFrame(index=pd.Index(list(dict.fromkeys(rows[index])), name=index))
+    for pool, part in rows.groupby("pool", sort=True):
+        part = part.set_index(index)
+        table[f"{pool} · n"] = part["n"]
+        cells = list(part.itertuples())
+        table[f"{pool} · MAE"] = [interval(r.mae, r.mae_lo, r.mae_hi, missing=UNDEFINED) for r in cells]
+        table[f"{pool} · r"] = [interval(r.pearson, r.pearson_lo, r.pearson_hi, missing=UNDEFINED) for r in cells]
+        table[f"{pool} · κ"] = [number(v, missing=UNDEFINED) for v in part["qwk"]]
+    return table.reset_index()
+
+
+def distribution_chart(dist: pd.DataFrame, colours: Mapping[str, str], scale: tuple[int, int]) -> go.Figure:
+    """Grouped bars: the share of each point per judge · condition (`rating_audit.rating_distribution`
+    rows; a judge's colour from `colours`) and per pool (greys, hatched), with the bottom two points
+    shaded so a positivity floor shows at a glance."""
+    fig = go.Figure()
+    points = list(dict.fromkeys(dist["point"]))
+    for (judge, condition), part in dist[dist["source"] == "judge"].groupby(["judge", "condition"], sort=True):
+        fig.add_trace(go.Bar(x=part["point"], y=part["share"], name=f"{plain(judge)} · {plain(condition)}",
+                             marker_color=colours.get(judge),
+                             customdata=part["count"], hovertemplate="%{x}: %{y:.0%} (%{customdata} items)"))
+    greys = pool_colours(dist["pool"].dropna().unique())
+    for pool, part in dist[dist["source"] == "pool"].groupby("pool", sort=True):
+        fig.add_trace(go.Bar(x=part["point"], y=part["share"], name=f"pool {plain(pool)} (consensus)",
+                             marker={"color": greys[pool], "pattern": {"shape": "/"}},
+                             customdata=part["count"], hovertemplate="%{x}: %{y:.0%} (%{customdata} items)"))
+    lo = scale[0]
+    fig.add_vrect(x0=-0.5, x1=1.5, fillcolor="#D55E00", opacity=0.1, line_width=0,
+                  annotation_text=f"floor ({lo}–{lo + 1})", annotation_position="top left")
+    fig.update_layout(barmode="group")
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=points)
+    fig.update_yaxes(tickformat=".0%")
+    return layout(fig, "How often each point is given", "rating", "share of items")
+
+
+def group_bars(
+    frame: pd.DataFrame, series: str, value: str, count: str, title: str, y_title: str, colours: Mapping[str, str]
+) -> go.Figure:
+    """`value` per item group (x, in the frame's order) for each `series` value, as bars with their
+    95% intervals (`value`_lo/_hi) and the group's n (`count`) on hover; groups without a value have no bar."""
+    fig = go.Figure()
+    order = list(plain(pd.Series(list(dict.fromkeys(frame["group"])))))
+    for name, part in frame.groupby(series, sort=True):
+        fig.add_trace(go.Bar(
+            x=plain(part["group"]), y=part[value], name=plain(name), customdata=part[count],
+            marker_color=colours.get(name), hovertemplate="%{x}: %{y:.2f} (n = %{customdata})",
+            error_y={"type": "data", "symmetric": False, "array": (part[f"{value}_hi"] - part[value]).clip(lower=0),
+                     "arrayminus": (part[value] - part[f"{value}_lo"]).clip(lower=0)},
+        ))
+    fig.update_layout(barmode="group")
+    fig.update_xaxes(categoryorder="array", categoryarray=order)
+    return layout(fig, title, "item group", y_title)

@@ -7,33 +7,39 @@ pool, for the oracle the uniform distribution over the tied best images); every
 measure is the mean over the prompts the policy acts on, and random is always
 matched on exactly those prompts.
 
-Intervals: every mean and paired difference gets a 95% percentile interval from
-one shared set of prompt-level resamples (`audit_core.bootstrap`), so a prompt's
-orders, judges and policies travel together. A deterministic policy's below-mean
-rate gets a Wilson interval (random's, an average of fractions, is bootstrapped).
-Country statistics and the worst group are recomputed inside every resample.
+Intervals (95% percentile, `audit_core.bootstrap`), as the published study makes them:
+
+- a policy's mean (and its gain, regret against the ungated judge or cultural delta: per-prompt
+  differences on the prompts it acts on) resamples those prompts at fixed n, its acted-on
+  count; a group's figures (country, slice) resample the policy's prompts within the group;
+- the worst-group regret resamples within each represented country (stratified) and takes
+  the worst country mean in every resample;
+- a gate's kept minus rejected side (`gain_vs_rejected`, `regret_vs_rejected`: the sides act
+  on different prompts) resamples all prompts jointly, so both sides move together;
+- a deterministic policy's below-mean rate gets a Wilson interval (random's, an average of
+  fractions, is bootstrapped). A prompt's orders and judges travel together in every scheme.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from audit_core import bootstrap, gates, metrics, position
+from audit_core import bootstrap, gates, groups, metrics, position, slices
 from audit_core.audit_data import AuditData
+from audit_core.composition import composition_table
 from audit_core.cultural import cultural_table
-from audit_core.groups import group_blocks, worst_group
 from audit_core.policies import PolicySpec, policy_specs
 from audit_core.schema import ERROR_OUTCOMES
+from audit_core.timing import timing_table
 
 LEVEL = 0.95
 BONFERRONI_LEVEL = 1 - (1 - LEVEL) / len(ERROR_OUTCOMES)
 SIDE_OUTCOMES = ("image_quality", "overall")
-INTERVAL_STATS = ("utility", "regret", "gain", "best", "bmr", "bmr_delta")
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,13 @@ class AuditResult:
     cultural: pd.DataFrame
     risk_coverage: pd.DataFrame
     gates: pd.DataFrame
+    slices: pd.DataFrame
+    slice_prompts: dict[str, dict[str, int]]  # slice -> value -> prompts
+    composition: pd.DataFrame  # what the dataset is, per country and generator (`composition.composition_table`)
+    flips_by_near_ties: pd.DataFrame
+    # from the recorded calls, when `audit` is given them: generator x slot choice rates, validity and cost
+    generator_slots: pd.DataFrame | None = None
+    timing: pd.DataFrame | None = None
     level: float = LEVEL
     notes: list[str] = field(default_factory=list)
 
@@ -82,6 +95,11 @@ class AuditResult:
             "cultural": self.cultural,
             "risk_coverage": self.risk_coverage,
             "gates": self.gates,
+            "slices": self.slices,
+            "composition": self.composition,
+            "flips_by_near_ties": self.flips_by_near_ties,
+            **({"generator_slots": self.generator_slots} if self.generator_slots is not None else {}),
+            **({"timing": self.timing} if self.timing is not None else {}),
         }
 
     def to_summary(self) -> dict:
@@ -96,7 +114,7 @@ class AuditResult:
                     "worst_group_regret", "disparity", "countries_covered",
                 )
             }
-            for stat in ("utility", "regret", "gain", "bmr", "bmr_delta", "best", "worst_group_regret"):
+            for stat in ("utility", "regret", "gain", "bmr", "bmr_delta", "best", "random_regret", "worst_group_regret"):
                 entry[f"{stat}_ci"] = [_json(row[f"{stat}_lo"]), _json(row[f"{stat}_hi"])]
             for outcome in (*ERROR_OUTCOMES, *SIDE_OUTCOMES):
                 if f"{outcome}_delta" in row:
@@ -118,6 +136,7 @@ class AuditResult:
             "policies": policies,
             "judges": judges,
             "gates": [{k: _json(v) for k, v in r.items()} for r in self.gates.to_dict("records")],
+            "slices": self.slice_prompts,
             "notes": self.notes,
         }
 
@@ -153,142 +172,90 @@ def evaluated_policies(data: AuditData) -> list[Evaluated]:
     return out
 
 
-class _Columns:
-    """Per-prompt columns of the resampled matrix (rows in group order); a ratio is a
-    (numerator, denominator) pair of column indices. Identical acted-on sets are stored once.
-
-    Exact float64 totals (overall and per group) are kept as columns arrive; the
-    columns themselves are stored in the bootstrap's working precision.
-    """
-
-    def __init__(self, order: np.ndarray, starts: np.ndarray) -> None:
-        self.order = order
-        self.starts = starts
-        self.dtype = bootstrap.working_dtype(len(order))
-        self.columns: list[np.ndarray] = []
-        self.totals: list[float] = []
-        self.block_totals: list[np.ndarray] = []
-        self.shared: dict[bytes, int] = {}
-
-    def add(self, values: np.ndarray, share: bool = False, same_as: int | None = None) -> int:
-        """Store a column; `share` looks for an identical shared column, `same_as`
-        reuses the given column when equal."""
-        values = np.nan_to_num(np.asarray(values, dtype=float))[self.order]
-        if same_as is not None and np.array_equal(values.astype(self.dtype), self.columns[same_as]):
-            return same_as
-        if share:
-            key = hashlib.blake2b(values.tobytes(), digest_size=16).digest()
-            if key in self.shared:
-                return self.shared[key]
-            self.shared[key] = len(self.columns)
-        self.totals.append(float(values.sum()))
-        self.block_totals.append(np.add.reduceat(values, self.starts) if len(values) else np.zeros(len(self.starts)))
-        self.columns.append(values.astype(self.dtype))
-        return len(self.columns) - 1
-
-    def take_matrix(self) -> np.ndarray:
-        """The (n, S) matrix; the column list is released."""
-        matrix = np.column_stack(self.columns) if self.columns else np.zeros((len(self.order), 0), self.dtype)
-        self.columns = []
-        return matrix
+def _policy_values(ev: Evaluated, s: dict[str, np.ndarray], outcomes: list[str]) -> dict[str, np.ndarray]:
+    """Per-prompt values (NaN where undefined) of every policy-level mean with a fixed-n interval."""
+    values = {stat: s[stat] for stat in ("utility", "regret", "gain", "best", "random_regret")}
+    if ev.kind in ("random", "oracle"):
+        values["bmr_boot"] = s["bmr"]  # a deterministic policy's BMR gets a Wilson interval instead
+    values["bmr_delta"] = s["bmr"] - s["bmr_random"]
+    for outcome in outcomes:
+        values[f"{outcome}_delta"] = s[f"{outcome}_delta"]
+        if outcome in ERROR_OUTCOMES:
+            values[f"{outcome}_sensitive_delta"] = np.where(s[f"{outcome}_sensitive"] > 0, s[f"{outcome}_delta"], np.nan)
+    return values
 
 
-def audit(data: AuditData, resamples: int = 10_000, seed: int = 0) -> AuditResult:
+def audit(
+    data: AuditData,
+    resamples: int = 10_000,
+    seed: int = 0,
+    by: Sequence[str] = (),
+    calls: pd.DataFrame | None = None,
+) -> AuditResult:
     """Run the whole selection audit on one dataset (DESIGN §4).
 
     resamples: prompt-level bootstrap resamples (0 skips intervals); seed: recorded
-    with the result, the same seed gives the same intervals.
+    with the result, the same seed gives the same intervals; by: prompt attributes
+    (columns of the prompts table) to slice by besides the built-in slices
+    (InputError naming an unknown one); calls: the selector calls as `store.load_calls`
+    returns them, for the tables that need each call's slot order and seconds
+    (generator_slots, timing; None without them).
     """
+    parts, slice_notes = slices.partitions(data, by)
+    country = parts[1]
     pools = metrics.pool_measures(data.outcomes)
     everything = evaluated_policies(data)
     evaluated = [ev for ev in everything if ev.report]
-    order, countries, blocks = group_blocks(data.prompts["country"].to_numpy())
-    starts = np.array([lo for lo, _ in blocks], dtype=np.int64)
-    cols = _Columns(order, starts)
     n_prompts = data.n_prompts
     extra_outcomes = [o for o in (*ERROR_OUTCOMES, *SIDE_OUTCOMES) if o in data.outcomes]
 
-    ratios: list[tuple[str, str, int, int]] = []  # (policy, stat, numerator, denominator)
-    group_cols: list[tuple[int, int, int]] = []  # per reported policy: regret, gain, acted columns
-    group_events: list[tuple[np.ndarray, np.ndarray]] = []  # per reported policy: bmr, bmr_random sums by group
+    means = bootstrap.FixedNMeans()
+    cells: list[tuple[str, str, int]] = []  # (policy, stat, index into means)
+    sliced: list[tuple[str, dict[str, np.ndarray], list[np.ndarray]]] = []  # per policy: stats, cell indices per slice
+    strata: list[list[np.ndarray]] = []  # per policy: regret within each represented country
+    country_sums: list[tuple[np.ndarray, np.ndarray]] = []
     points: list[dict[str, object]] = []
     internal: list[dict[str, object]] = []
-    regrets: dict[str, np.ndarray] = {}
-    acted_col: dict[str, int] = {}
+    stats: dict[str, dict[str, np.ndarray]] = {}
     for ev in everything:
-        s = metrics.prompt_stats(pools, ev.choice)
-        regrets[ev.name] = s["regret"]
+        s = stats[ev.name] = metrics.prompt_stats(pools, ev.choice)
         if not ev.report:
             internal.append({"policy": ev.name, **{k: _mean(s[k]) for k in ("regret", "gain", "bmr")}})
             continue
-        acted = s["acted"]
-        a = acted_col[ev.name] = cols.add(acted, share=True)
-        column = {}
-        for stat in INTERVAL_STATS:
-            if stat == "bmr" and ev.kind not in ("random", "oracle"):
-                continue  # a deterministic policy's BMR gets a Wilson interval
-            value = s["bmr"] - s["bmr_random"] if stat == "bmr_delta" else s[stat]
-            column[stat] = cols.add(value * acted)
-            ratios.append((ev.name, "bmr_boot" if stat == "bmr" else stat, column[stat], a))
-        for outcome in extra_outcomes:
-            delta = s[f"{outcome}_delta"]
-            rated = acted * ~np.isnan(delta)
-            total = cols.add(delta * rated)
-            ratios.append((ev.name, f"{outcome}_delta", total, cols.add(rated, same_as=a)))
-            if outcome in ERROR_OUTCOMES:
-                # delta is 0 on insensitive pools, so the numerator is shared; only the count differs
-                sens = rated * s[f"{outcome}_sensitive"]
-                ratios.append((ev.name, f"{outcome}_sensitive_delta", cols.add(delta * sens, same_as=total),
-                               cols.add(sens, share=True)))
-        group_cols.append((column["regret"], column["gain"], a))
-        group_events.append(tuple(np.add.reduceat(np.nan_to_num(s[k])[order], starts) for k in ("bmr", "bmr_random")))
+        cells += [(ev.name, stat, means.add(v, every_level=_bonferroni(stat)))
+                  for stat, v in _policy_values(ev, s, extra_outcomes).items()]
+        sliced.append((ev.name, s, [slices.register_cells(means, part, s) for part in parts]))
+        strata.append(groups.represented_strata(s["regret"], country.members))
+        country_sums.append(tuple(np.bincount(country.codes, weights=np.nan_to_num(s[k]), minlength=len(country.values))
+                                  for k in ("regret", "acted")))
         points.append(_point_row(ev, s, n_prompts))
-
-    # Paired difference of each gate with the ungated judge on the prompts it keeps.
+    # the gate minus the ungated judge on the prompts it keeps: a per-prompt difference, fixed n
     for ev in evaluated:
-        if f"{ev.name} ungated" in regrets:
-            own = np.nan_to_num(regrets[ev.name] - regrets[f"{ev.name} ungated"])
-            ratios.append((ev.name, "regret_vs_ungated", cols.add(own), acted_col[ev.name]))
+        if f"{ev.name} ungated" in stats:
+            difference = stats[ev.name]["regret"] - stats[f"{ev.name} ungated"]["regret"]
+            cells.append((ev.name, "regret_vs_ungated", means.add(difference)))
 
-    sums = np.array(cols.totals)
-    num = np.array([r[2] for r in ratios], dtype=np.int64)
-    den = np.array([r[3] for r in ratios], dtype=np.int64)
-    estimate = bootstrap.ratio(sums[num], sums[den])
-    gidx = np.array(group_cols, dtype=np.int64).reshape(-1, 3)
-    block_sums = np.stack(cols.block_totals, axis=1)[:, np.unique(gidx)]  # (G, kept columns)
-    local = np.searchsorted(np.unique(gidx), gidx)
+    estimate = means.means()
+    (lo, hi), (lo_b, hi_b) = means.intervals(resamples, seed, (LEVEL, BONFERRONI_LEVEL))
+    index = np.array([c[2] for c in cells], dtype=np.int64)
+    long = pd.DataFrame({"policy": [c[0] for c in cells], "stat": [c[1] for c in cells], "value": estimate[index],
+                         "lo": lo[index], "hi": hi[index], "lo_bonf": lo_b[index], "hi_bonf": hi_b[index]})
+    long = pd.concat([long, _kept_minus_rejected(evaluated, stats, resamples, seed)], ignore_index=True)
+    table = _attach_intervals(pd.DataFrame(points), long)
 
-    lo = hi = lo_b = hi_b = np.full(len(ratios), np.nan)
-    worst_lo = worst_hi = np.full(len(evaluated), np.nan)
-    group_lo = np.full((len(evaluated), len(blocks), 2), np.nan)
-    group_hi = np.full((len(evaluated), len(blocks), 2), np.nan)
-    if resamples > 0 and n_prompts > 0:
-        res = bootstrap.resampled_sums(cols.take_matrix(), resamples, seed, blocks, np.unique(gidx))
-        samples = bootstrap.ratio(res.totals[:, num], res.totals[:, den])
-        (lo, hi), (lo_b, hi_b) = bootstrap.percentile_intervals(samples, (LEVEL, BONFERRONI_LEVEL))
-        del samples
-        risk, gain, acted = (np.moveaxis(res.by_block[:, :, local[:, k]], 1, -1) for k in range(3))  # (B, policies, G)
-        worst, _, _ = worst_group(risk, acted)
-        worst_lo, worst_hi = bootstrap.percentile_interval(worst, LEVEL)
-        for k, values in enumerate((risk, gain)):
-            g_lo, g_hi = bootstrap.percentile_interval(bootstrap.ratio(values, acted).reshape(resamples, -1), LEVEL)
-            group_lo[:, :, k] = g_lo.reshape(len(evaluated), len(blocks))
-            group_hi[:, :, k] = g_hi.reshape(len(evaluated), len(blocks))
-
-    ratio_frame = pd.DataFrame(
-        {"policy": [r[0] for r in ratios], "stat": [r[1] for r in ratios], "value": estimate,
-         "lo": lo, "hi": hi, "lo_bonf": lo_b, "hi_bonf": hi_b}
-    )
-    table = _attach_intervals(pd.DataFrame(points), ratio_frame)
-    worst, disparity, covered = worst_group(block_sums[:, local[:, 0]].T, block_sums[:, local[:, 2]].T)
+    worst, disparity, covered = groups.worst_group(*(np.stack(side) for side in zip(*country_sums)))
+    worst_lo, worst_hi = bootstrap.percentile_interval(bootstrap.stratified_max(strata, resamples, seed), LEVEL)
     table["worst_group_regret"] = worst
     table["worst_group_regret_lo"] = worst_lo
     table["worst_group_regret_hi"] = worst_hi
     table["disparity"] = disparity
     table["countries_covered"] = covered
-    groups = _group_table(evaluated, countries, blocks, block_sums, local, group_lo, group_hi, group_events)
+
+    rows = [slices.slice_rows(part, name, s, idx, estimate, lo, hi) for name, s, indices in sliced
+            for part, idx in zip(parts, indices)]
+    slice_frame = pd.DataFrame({k: np.concatenate([r[k] for r in rows]) for k in rows[0]})
     ungated = pd.DataFrame(internal, columns=["policy", "regret", "gain", "bmr"]).set_index("policy")
-    judges, positions, generators, flips = _judge_tables(data)
+    judges, positions, generators, flips, near_ties = _judge_tables(data, resamples, seed)
     return AuditResult(
         dataset_id=data.dataset_id,
         resamples=resamples,
@@ -298,16 +265,66 @@ def audit(data: AuditData, resamples: int = 10_000, seed: int = 0) -> AuditResul
         positions=positions,
         generators=generators,
         flips_by_range=flips,
-        groups=groups,
+        groups=_group_table(slice_frame[slice_frame["slice"] == "country"]),
         cultural=cultural_table(table, extra_outcomes),
         risk_coverage=_risk_coverage(table),
         gates=gates.gate_table(table, ungated),
+        slices=slice_frame[slices.SLICE_COLUMNS].reset_index(drop=True),
+        slice_prompts={part.name: dict(zip(part.values, part.sizes.tolist())) for part in parts},
+        composition=composition_table(data),
+        flips_by_near_ties=near_ties,
+        generator_slots=None if calls is None else _concat(
+            [position.generator_slot_table(data, j, calls) for j in data.judges], position.GENERATOR_SLOT_COLUMNS),
+        timing=None if calls is None else timing_table(calls),
         notes=[
             "random and oracle are exact expectations (oracle: uniform over tied best images)",
             "bmr_lo/bmr_hi: Wilson for deterministic policies, bootstrap for random and oracle",
-            "country groups: statistics recomputed inside each prompt-level resample",
+            "a policy's means: bootstrap over the prompts it acts on at fixed n; a group's (country, slice)"
+            " within the group; worst group: stratified within each represented country, max per resample",
+            "gain_vs_rejected / regret_vs_rejected (a gate's kept minus rejected side): all prompts resampled jointly",
+            *slice_notes,
         ],
     )
+
+
+def _kept_minus_rejected(evaluated: list[Evaluated], stats: dict[str, dict[str, np.ndarray]], resamples: int,
+                         seed: int) -> pd.DataFrame:
+    """Long rows (policy, stat, value, lo, hi) of each gate's kept minus rejected gain and regret.
+
+    The two sides act on different prompts, so all prompts are resampled jointly and each
+    side's mean is a ratio of weighted sums over its prompts in the same resample.
+    """
+    names = {ev.name for ev in evaluated}
+    pairs = [ev.name for ev in evaluated if ev.kind in gates.GATE_KINDS and f"{ev.name} rejected" in names]
+    columns = []
+    for name in pairs:
+        for side in (name, f"{name} rejected"):
+            s = stats[side]
+            columns += [s["acted"], np.nan_to_num(s["gain"]), np.nan_to_num(s["regret"])]
+    if not pairs:
+        nothing = np.zeros(0)
+        return pd.DataFrame({"policy": [], "stat": [], "value": nothing, "lo": nothing, "hi": nothing})
+    x = np.column_stack(columns)
+    value = _side_differences(x.sum(axis=0, keepdims=True), len(pairs))[0]
+    lo = hi = np.full(len(value), np.nan)
+    if resamples > 0:
+        sums = bootstrap.resampled_sums(x, resamples, seed).totals
+        lo, hi = bootstrap.percentile_interval(_side_differences(sums, len(pairs)), LEVEL)
+    return pd.DataFrame({"policy": np.repeat(pairs, 2), "stat": ["gain_vs_rejected", "regret_vs_rejected"] * len(pairs),
+                         "value": value, "lo": lo, "hi": hi})
+
+
+def _bonferroni(stat: str) -> bool:
+    """Whether `stat` is a cultural-error delta, which also gets a Bonferroni interval."""
+    return stat.split("_delta")[0].replace("_sensitive", "") in ERROR_OUTCOMES
+
+
+def _side_differences(sums: np.ndarray, pairs: int) -> np.ndarray:
+    """(B, 2·pairs) kept minus rejected (gain, regret) per pair from (B, 6·pairs) sums laid out
+    per pair as kept (acted, gain, regret), rejected (acted, gain, regret)."""
+    sums = sums.reshape(len(sums), pairs, 2, 3)
+    side = bootstrap.ratio(sums[..., 1:], sums[..., :1])
+    return (side[:, :, 0] - side[:, :, 1]).reshape(len(sums), -1)
 
 
 def _mean(values: np.ndarray) -> float:
@@ -329,7 +346,6 @@ def _point_row(ev: Evaluated, s: dict[str, np.ndarray], n_prompts: int) -> dict[
         "coverage": n / n_prompts if n_prompts else float("nan"),
         "bmr": _mean(s["bmr"]),
         "random_utility": _mean(np.where(s["acted"] > 0, s["utility"] - s["gain"], np.nan)),
-        "random_regret": _mean(s["random_regret"]),
         "oracle_utility": _mean(s["utility"] + s["regret"]),
         "bmr_random": _mean(s["bmr_random"]),
         "best_random": _mean(s["best_random"]),
@@ -354,6 +370,8 @@ def _point_row(ev: Evaluated, s: dict[str, np.ndarray], n_prompts: int) -> dict[
             if outcome in ERROR_OUTCOMES:
                 sens = rated & (s[f"{outcome}_sensitive"] > 0)
                 row[f"{outcome}_sensitive_n"] = int(sens.sum())
+                row[f"{outcome}_sensitive_chosen"] = _mean(np.where(sens, s[outcome], np.nan))
+                row[f"{outcome}_sensitive_random"] = _mean(np.where(sens, s[f"{outcome}_random"], np.nan))
     return row
 
 
@@ -365,7 +383,7 @@ def _attach_intervals(table: pd.DataFrame, ratio_frame: pd.DataFrame) -> pd.Data
         wide[stat] = part["value"]
         wide[f"{stat}_lo"] = part["lo"]
         wide[f"{stat}_hi"] = part["hi"]
-        if stat.split("_delta")[0].replace("_sensitive", "") in ERROR_OUTCOMES:
+        if _bonferroni(stat):
             wide[f"{stat}_lo_bonf"] = part["lo_bonf"]
             wide[f"{stat}_hi_bonf"] = part["hi_bonf"]
     frame = table.join(pd.DataFrame(wide), on="policy")
@@ -377,59 +395,37 @@ def _attach_intervals(table: pd.DataFrame, ratio_frame: pd.DataFrame) -> pd.Data
             "utility", "utility_lo", "utility_hi", "regret", "regret_lo", "regret_hi",
             "gain", "gain_lo", "gain_hi", "bmr", "bmr_lo", "bmr_hi", "bmr_random",
             "bmr_delta", "bmr_delta_lo", "bmr_delta_hi", "best", "best_lo", "best_hi", "best_random",
-            "random_utility", "random_regret", "oracle_utility"]
+            "random_utility", "random_regret", "random_regret_lo", "random_regret_hi", "oracle_utility"]
     return frame[lead + [c for c in frame.columns if c not in lead]]
 
 
-def _group_table(
-    evaluated: list[Evaluated],
-    countries: list[str],
-    blocks: list[tuple[int, int]],
-    block_sums: np.ndarray,
-    local: np.ndarray,
-    group_lo: np.ndarray,
-    group_hi: np.ndarray,
-    group_events: list[tuple[np.ndarray, np.ndarray]],
-) -> pd.DataFrame:
-    """One row per (policy, country): n, coverage, regret and gain with intervals, bmr.
+def _group_table(country: pd.DataFrame) -> pd.DataFrame:
+    """One row per (policy, country) from the country slice: prompts, n, coverage, regret and
+    gain with their within-country intervals, bmr and bmr_random.
 
     A country where the policy acts on nothing has n = 0, coverage 0 and NaN risk.
     """
-    sizes = np.array([hi - lo for lo, hi in blocks])
-    frames = []
-    for i, ev in enumerate(evaluated):
-        acted = block_sums[:, local[i, 2]]
-        frames.append(pd.DataFrame({
-            "policy": ev.name,
-            "country": countries,
-            "prompts": sizes,
-            "n": np.rint(acted).astype(int),
-            "coverage": acted / sizes,
-            "regret": bootstrap.ratio(block_sums[:, local[i, 0]], acted),
-            "regret_lo": group_lo[i, :, 0],
-            "regret_hi": group_hi[i, :, 0],
-            "gain": bootstrap.ratio(block_sums[:, local[i, 1]], acted),
-            "gain_lo": group_lo[i, :, 1],
-            "gain_hi": group_hi[i, :, 1],
-            "bmr": bootstrap.ratio(group_events[i][0], acted),
-            "bmr_random": bootstrap.ratio(group_events[i][1], acted),
-        }))
-    return pd.concat(frames, ignore_index=True)
+    columns = ["policy", "country", "prompts", "n", "coverage", "regret", "regret_lo", "regret_hi",
+               "gain", "gain_lo", "gain_hi", "bmr", "bmr_random"]
+    return country.rename(columns={"value": "country"})[columns].reset_index(drop=True)
 
 
-def _judge_tables(data: AuditData) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """judges, positions, generators and flips_by_range frames (empty with their columns
-    when the dataset has no selector judge)."""
+def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    """The frames stacked, or an empty frame with `columns` when there are none."""
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
-    def concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
+def _judge_tables(data: AuditData, resamples: int, seed: int) -> tuple[pd.DataFrame, ...]:
+    """judges, positions, generators, flips_by_range and flips_by_near_ties frames (empty with
+    their columns when the dataset has no selector judge); group intervals with the audit's
+    resamples and seed."""
     judges = data.judges
     return (
         pd.DataFrame([position.judge_summary(data, j) for j in judges], columns=position.JUDGE_COLUMNS),
-        concat([position.slot_table(data, j) for j in judges], position.SLOT_COLUMNS),
-        concat([position.generator_table(data, j) for j in judges], position.GENERATOR_COLUMNS),
-        concat([position.flip_by_range(data, j) for j in judges], position.FLIP_COLUMNS),
+        _concat([position.slot_table(data, j) for j in judges], position.SLOT_COLUMNS),
+        _concat([position.generator_table(data, j, resamples, seed) for j in judges], position.GENERATOR_COLUMNS),
+        _concat([position.flip_by_range(data, j, resamples, seed) for j in judges], position.FLIP_COLUMNS),
+        _concat([position.flip_by_near_ties(data, j, resamples, seed) for j in judges], position.NEAR_TIE_COLUMNS),
     )
 
 

@@ -33,6 +33,8 @@ class AuditData:
     slots: judge -> (P, K) int slot position of the pick (0 = A), −1 if none.
     statuses: judge -> (P, K) object call status, "" where no call.
     scores: scorer -> (P, M) float content scores, NaN in padding.
+    vote_variance: (P, M) population variance of a candidate's individual alignment votes
+      (reference pool), NaN for candidates with fewer than two; None when not loaded.
     """
 
     dataset_id: str
@@ -45,6 +47,7 @@ class AuditData:
     slots: dict[str, np.ndarray] = field(default_factory=dict)
     statuses: dict[str, np.ndarray] = field(default_factory=dict)
     scores: dict[str, np.ndarray] = field(default_factory=dict)
+    vote_variance: np.ndarray | None = None
 
     @property
     def n_prompts(self) -> int:
@@ -149,6 +152,17 @@ def load_audit_data(con: duckdb.DuckDBPyConnection, dataset_id: str, pool: str =
         matrix[row_of.loc[part["prompt_id"]].to_numpy(), part["canonical_index"].to_numpy()] = part["score"].to_numpy()
         scores[str(scorer)] = matrix
 
+    votes = con.execute(
+        """
+        SELECT c.prompt_id, c.canonical_index, v.value
+        FROM votes v JOIN candidates c USING (dataset_id, candidate_id)
+        WHERE v.dataset_id = ? AND v.outcome = 'alignment' AND v.pool = ?
+        ORDER BY c.prompt_id, c.canonical_index, v.annotator
+        """,
+        [dataset_id, pool],
+    ).df()
+    cells = (row_of.loc[votes["prompt_id"]].to_numpy() * width + votes["canonical_index"].to_numpy()).astype(np.int64)
+
     return AuditData(
         dataset_id=dataset_id,
         prompts=prompts,
@@ -160,7 +174,19 @@ def load_audit_data(con: duckdb.DuckDBPyConnection, dataset_id: str, pool: str =
         slots=slots,
         statuses=statuses,
         scores=scores,
+        vote_variance=cell_variances(cells, votes["value"].to_numpy(dtype=float), (n, width)),
     )
+
+
+def cell_variances(cells: np.ndarray, values: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Population variance of the votes of each cell (flat index into `shape`), computed as
+    numpy's var does (mean of squared deviations from the mean); NaN below two votes."""
+    size = shape[0] * shape[1]
+    count = np.bincount(cells, minlength=size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.bincount(cells, weights=values, minlength=size) / count
+        variance = np.bincount(cells, weights=(values - mean[cells]) ** 2, minlength=size) / count
+    return np.where(count >= 2, variance, np.nan).reshape(shape)
 
 
 def _known(con: duckdb.DuckDBPyConnection) -> str:

@@ -21,22 +21,27 @@ CULTURAL_COLUMNS = [
 
 def cultural_table(policies: pd.DataFrame, outcomes: list[str]) -> pd.DataFrame:
     """Long frame: policy, outcome, subset (all | sensitive), n, chosen, random, delta,
-    delta_lo, delta_hi, delta_lo_bonf, delta_hi_bonf (Bonferroni only for error types)."""
+    delta_lo, delta_hi, delta_lo_bonf, delta_hi_bonf (Bonferroni only for error types).
+
+    chosen / random: the chosen image's mean rating and the pool mean over the subset's n
+    prompts (those the policy acts on where the chosen image is rated; sensitive: of
+    them, the pools whose candidates differ in that error), so delta = chosen − random.
+    """
     rows = []
     for record in policies.to_dict("records"):
         for outcome in outcomes:
-            subsets = [("all", f"{outcome}_delta", f"{outcome}_n")]
+            subsets = [("all", f"{outcome}_delta", outcome)]
             if outcome in ERROR_OUTCOMES:
-                subsets.append(("sensitive", f"{outcome}_sensitive_delta", f"{outcome}_sensitive_n"))
-            for subset, key, n_key in subsets:
+                subsets.append(("sensitive", f"{outcome}_sensitive_delta", f"{outcome}_sensitive"))
+            for subset, key, prefix in subsets:
                 rows.append({
                     "policy": record["policy"],
                     "kind": record["kind"],
                     "outcome": outcome,
                     "subset": subset,
-                    "n": record.get(n_key),
-                    "chosen": record.get(f"{outcome}_chosen") if subset == "all" else None,
-                    "random": record.get(f"{outcome}_random") if subset == "all" else None,
+                    "n": record.get(f"{prefix}_n"),
+                    "chosen": record.get(f"{prefix}_chosen"),
+                    "random": record.get(f"{prefix}_random"),
                     "delta": record.get(key),
                     "delta_lo": record.get(f"{key}_lo"),
                     "delta_hi": record.get(f"{key}_hi"),

@@ -30,3 +30,15 @@ class InputError(ValueError):
         if self.field:
             location = f"{location}, field '{self.field}'" if location else f"field '{self.field}'"
         return f"{location}: {self.message}" if location else self.message
+
+
+class DatabaseFileError(InputError):
+    """The database file cannot be opened as asked: str(err) is one line, "<path>: <what>"
+    (not a DuckDB database, is a directory, read-only: cannot write, ...)."""
+
+    def __init__(self, message: str, *, file: str | Path) -> None:
+        super().__init__(message, file=file)
+
+
+class DatabaseHeld(DatabaseFileError):
+    """Another process held the database file's lock for longer than the open would wait."""

@@ -8,22 +8,8 @@ never counted as zero risk.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from audit_core.bootstrap import ratio
-
-
-def group_blocks(labels: np.ndarray) -> tuple[np.ndarray, list[str], list[tuple[int, int]]]:
-    """Order that sorts prompts by group, the group names (sorted), and each group's [start, end).
-
-    Missing labels form their own group "(none)".
-    """
-    names = pd.Series(labels, dtype=object).fillna("(none)").astype(str)
-    codes, uniques = pd.factorize(names, sort=True)
-    order = np.argsort(codes, kind="stable")
-    counts = np.bincount(codes, minlength=len(uniques))
-    ends = np.cumsum(counts)
-    return order, [str(u) for u in uniques], [(int(e - c), int(e)) for c, e in zip(counts, ends)]
 
 
 def worst_group(risk_sum: np.ndarray, acted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -38,3 +24,10 @@ def worst_group(risk_sum: np.ndarray, acted: np.ndarray) -> tuple[np.ndarray, np
     worst = np.fmax.reduce(risk, axis=-1)  # fmax/fmin skip NaN (uncovered groups)
     disparity = worst - np.fmin.reduce(risk, axis=-1)
     return worst, disparity, covered
+
+
+def represented_strata(values: np.ndarray, members: list[np.ndarray]) -> list[np.ndarray]:
+    """The defined (non-NaN) values of each group with at least one, groups in the given
+    order: what the stratified worst-group bootstrap resamples (`bootstrap.stratified_max`)."""
+    strata = [values[rows] for rows in members]
+    return [v[~np.isnan(v)] for v in strata if (~np.isnan(v)).any()]

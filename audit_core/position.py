@@ -1,6 +1,9 @@
 """How a judge behaves across slots and orders: position bias, flips, entropy, generators.
 
 A *valid call* is a recorded call that returned a pick (status ok or recovered).
+Intervals on a group's mean (a flip group, a generator's order-0 picks) resample
+that group's values at fixed n with a generator seeded afresh for every group, as
+the published study does.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import chdtrc
 
-from audit_core import metrics
+from audit_core import bootstrap, metrics
 from audit_core.audit_data import AuditData
 from audit_core.orders import slot_labels
 from audit_core.votes import all_parsed, valid_picks, vote_counts
@@ -20,8 +23,15 @@ JUDGE_COLUMNS = [
     "first_slot", "first_slot_uniform", "chi2", "chi2_df", "chi2_p", "flip_n", "flip_rate", "entropy",
 ]
 SLOT_COLUMNS = ["judge", "m", "slot", "share", "uniform", "count"]
-GENERATOR_COLUMNS = ["judge", "source_model", "share", "uniform", "count"]
-FLIP_COLUMNS = ["judge", "tertile", "range_lo", "range_hi", "prompts", "parsed", "flip_rate"]
+GENERATOR_COLUMNS = [
+    "judge", "source_model", "share", "uniform", "count", "count_order0", "share_order0",
+    "stereotype_mean", "stereotype_delta", "stereotype_delta_lo", "stereotype_delta_hi", "contribution",
+]
+GENERATOR_SLOT_COLUMNS = ["judge", "generator", "slot", "presented", "chosen", "rate"]
+FLIP_COLUMNS = ["judge", "tertile", "range_lo", "range_hi", "prompts", "parsed", "flip_rate", "flip_rate_lo", "flip_rate_hi"]
+NEAR_TIE_COLUMNS = ["judge", "near_ties", "prompts", "parsed", "flip_rate", "flip_rate_lo", "flip_rate_hi"]
+TERTILES = ("low", "mid", "high")
+NEAR_TIE = 0.05  # a candidate within this of the best rating is a near-tie of it
 
 
 def _valid_calls(data: AuditData, judge: str) -> tuple[np.ndarray, np.ndarray]:
@@ -100,11 +110,20 @@ def flips(picks: np.ndarray) -> np.ndarray:
     return np.where(parsed, differs.astype(float), np.nan)
 
 
-def generator_table(data: AuditData, judge: str) -> pd.DataFrame:
-    """Choice share per generator pooled over orders and prompts vs the uniform expectation.
+def generator_table(data: AuditData, judge: str, resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
+    """Choice share per generator pooled over orders and prompts vs the uniform expectation,
+    with the generator's part in the judge's order-0 stereotype difference.
 
     share = picks of the generator / valid calls; uniform = mean over valid calls of
-    1[generator in pool] / m.
+    1[generator in pool] / m; count = its picks over all orders.
+    Order 0 (the judge's own policy): count_order0 = prompts whose order-0 pick is the
+    generator's image, share_order0 = count_order0 / prompts with an order-0 pick.
+    stereotype_mean = mean stereotype rating of the generator's images (every pool).
+    With d_p = stereotype of the order-0 pick − pool mean stereotype (prompts where both
+    are rated, N of them) and G_g the prompts whose order-0 pick is generator g's image:
+    stereotype_delta = mean_{p ∈ G_g} d_p, its interval resampling G_g at fixed n, and
+    contribution = Σ_{p ∈ G_g} d_p / N, so contributions sum over generators to the
+    judge's order-0 stereotype difference mean_p d_p. NaN without stereotype ratings.
     """
     valid, _ = _valid_calls(data, judge)
     picks = valid_picks(data.picks[judge])
@@ -118,31 +137,129 @@ def generator_table(data: AuditData, judge: str) -> pd.DataFrame:
     np.add.at(per_prompt, (np.repeat(np.arange(data.n_prompts), codes.shape[1]), codes.ravel()),
               (data.mask / np.maximum(data.pool_sizes, 1)[:, None]).ravel())
     expected = valid.sum(axis=1) @ per_prompt
-    rows = [
-        (judge, str(model), chosen[i] / n if n else np.nan, expected[i] / n if n else np.nan, int(chosen[i]))
-        for i, model in enumerate(models) if model
-    ]
+
+    first = picks[:, 0]
+    has_first = first >= 0
+    first_model = np.where(has_first, codes[np.arange(data.n_prompts), np.clip(first, 0, None)], -1)
+    chosen_first = np.bincount(first_model[has_first], minlength=len(models))
+    stereotype = data.outcomes.get("stereotype", np.full(data.mask.shape, np.nan))
+    diff = metrics.picked(stereotype, first) - metrics.random_value(stereotype)
+    rated = ~np.isnan(diff)
+    rows = []
+    for i, model in enumerate(models):
+        if not model:
+            continue
+        images = stereotype[(codes == i) & data.mask]
+        images = images[~np.isnan(images)]
+        own = diff[rated & (first_model == i)]
+        rows.append((
+            judge, str(model),
+            chosen[i] / n if n else np.nan, expected[i] / n if n else np.nan, int(chosen[i]),
+            int(chosen_first[i]), chosen_first[i] / has_first.sum() if has_first.any() else np.nan,
+            float(images.mean()) if len(images) else np.nan,
+            float(own.mean()) if len(own) else np.nan,
+            *_fixed_n_interval(own, resamples, seed),
+            float(own.sum() / rated.sum()) if rated.any() else np.nan,
+        ))
     return pd.DataFrame(rows, columns=GENERATOR_COLUMNS)
 
 
-def flip_by_range(data: AuditData, judge: str) -> pd.DataFrame:
-    """Flip rate by tertile of the pool's rating range (h* − min h).
+def generator_slot_table(data: AuditData, judge: str, calls: pd.DataFrame) -> pd.DataFrame:
+    """Choice rate of each generator in each slot over the judge's valid calls, all orders.
 
-    Tertile bounds are the 1/3 and 2/3 quantiles of the range over all prompts:
-    low ≤ q1 < mid ≤ q2 < high. Flip rate among prompts where every order parsed.
+    presented = valid calls showing one of the generator's images in that slot, chosen =
+    those picking it, rate = chosen / presented (NaN when never presented); slot "all"
+    pools the slots. Slot orders come from the recorded calls (`calls` as
+    `store.load_calls` returns them: slot_candidate_ids, chosen_candidate_id), since
+    imported logs need not use rotations.
+    """
+    generator_of = pd.Series(data.source_models[data.mask], index=data.candidate_ids[data.mask])
+    mine = calls[(calls["judge"] == judge) & calls["status"].isin(["ok", "recovered"])
+                 & calls["chosen_candidate_id"].notna() & calls["prompt_id"].isin(data.prompts["prompt_id"])]
+    shown = mine[["slot_candidate_ids", "chosen_candidate_id"]].reset_index(drop=True).explode("slot_candidate_ids")
+    shown["slot"] = shown.groupby(level=0).cumcount()  # the index still names the call
+    shown["generator"] = generator_of.reindex(shown["slot_candidate_ids"].to_numpy()).to_numpy()
+    shown["chosen"] = shown["slot_candidate_ids"] == shown["chosen_candidate_id"]
+    width = data.mask.shape[1]
+    grid = pd.MultiIndex.from_product([sorted(g for g in set(generator_of) if g), range(width)],
+                                      names=["generator", "slot"])
+    table = (shown.groupby(["generator", "slot"])["chosen"].agg(presented="size", chosen="sum")
+             .reindex(grid, fill_value=0).reset_index())
+    table["slot"] = np.array(slot_labels(width), dtype=object)[table["slot"].to_numpy()]
+    pooled = table.groupby("generator", as_index=False)[["presented", "chosen"]].sum().assign(slot="all")
+    table = pd.concat([table, pooled], ignore_index=True)
+    table["slot_order"] = table["slot"].map({label: i for i, label in enumerate([*slot_labels(width), "all"])})
+    table = table.sort_values(["generator", "slot_order"], ignore_index=True)
+    table["rate"] = bootstrap.ratio(table["chosen"].to_numpy(float), table["presented"].to_numpy(float))
+    return table.assign(judge=judge)[GENERATOR_SLOT_COLUMNS]
+
+
+def range_tertiles(spread: np.ndarray) -> np.ndarray:
+    """Label per prompt: "low" / "mid" / "high" tertile of the rating range (h* − min h).
+
+    Cut points are the 1/3 and 2/3 quantiles of the range over prompts with one
+    (linear interpolation): low ≤ q1 < mid ≤ q2 < high, with a 1e-12 tolerance so that
+    equal ranges stay together in the lower group; "" where the range is undefined.
+    """
+    labels = np.full(len(spread), "", dtype=object)
+    known = ~np.isnan(spread)
+    if not known.any():
+        return labels
+    q1, q2 = np.quantile(spread[known], [1 / 3, 2 / 3])
+    labels[known] = np.where(spread[known] <= q1 + metrics.TOL, "low",
+                             np.where(spread[known] <= q2 + metrics.TOL, "mid", "high"))
+    return labels
+
+
+def near_tie_counts(values: np.ndarray) -> np.ndarray:
+    """Candidates per prompt rated within NEAR_TIE (0.05) of the best rating, the best included."""
+    present = ~np.isnan(values)
+    near = present & (values >= metrics.oracle_value(values)[:, None] - NEAR_TIE - metrics.TOL)
+    return near.sum(axis=1)
+
+
+def flip_by_range(data: AuditData, judge: str, resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
+    """Flip rate by tertile of the pool's rating range (see `range_tertiles`).
+
+    range_lo / range_hi: the smallest and largest range observed in the tertile;
+    prompts: its prompts; parsed: those where every order parsed, over which
+    flip_rate is the mean and flip_rate_lo / _hi its 95% percentile interval (fixed n = parsed).
     """
     spread = metrics.value_range(data.utility)
+    labels = range_tertiles(spread)
     flip = flips(valid_picks(data.picks[judge]))
-    q1, q2 = np.nanquantile(spread, [1 / 3, 2 / 3]) if np.isfinite(spread).any() else (np.nan, np.nan)
-    bins = {"low": spread <= q1, "mid": (spread > q1) & (spread <= q2), "high": spread > q2}
-    bounds = {"low": (np.nanmin(spread), q1), "mid": (q1, q2), "high": (q2, np.nanmax(spread))}
     rows = []
-    for name, members in bins.items():
-        parsed = members & ~np.isnan(flip)
-        n = int(parsed.sum())
-        rate = float(flip[parsed].mean()) if n else np.nan
-        rows.append((judge, name, *bounds[name], int(members.sum()), n, rate))
+    for name in TERTILES:
+        members = labels == name
+        bounds = (float(spread[members].min()), float(spread[members].max())) if members.any() else (np.nan, np.nan)
+        rows.append((judge, name, *bounds, *_flip_summary(flip, members, resamples, seed)))
     return pd.DataFrame(rows, columns=FLIP_COLUMNS)
+
+
+def flip_by_near_ties(data: AuditData, judge: str, resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
+    """Flip rate by the pool's number of near-ties (see `near_tie_counts`), one row per count
+    observed: prompts, parsed (every order parsed), flip_rate over the parsed ones and its
+    95% percentile interval (fixed n = parsed)."""
+    counts = near_tie_counts(data.utility)
+    flip = flips(valid_picks(data.picks[judge]))
+    rows = [(judge, int(k), *_flip_summary(flip, counts == k, resamples, seed)) for k in np.unique(counts[counts > 0])]
+    return pd.DataFrame(rows, columns=NEAR_TIE_COLUMNS)
+
+
+def _flip_summary(flip: np.ndarray, members: np.ndarray, resamples: int, seed: int) -> tuple:
+    """(prompts, parsed, flip rate, lo, hi) for the prompts in `members`."""
+    values = flip[members & ~np.isnan(flip)]
+    rate = float(values.mean()) if len(values) else np.nan
+    return (int(members.sum()), len(values), rate, *_fixed_n_interval(values, resamples, seed))
+
+
+def _fixed_n_interval(values: np.ndarray, resamples: int, seed: int) -> tuple[float, float]:
+    """95% percentile interval of mean(values) resampled at fixed n = len(values)
+    (`bootstrap.fixed_n_means`: a generator seeded with `seed` for this group alone);
+    NaN when there are no values or no resamples."""
+    samples = bootstrap.fixed_n_means(np.asarray(values, dtype=float)[:, None], resamples, seed)
+    lo, hi = bootstrap.percentile_interval(samples)
+    return (float(lo[0]), float(hi[0]))
 
 
 def judge_summary(data: AuditData, judge: str) -> dict[str, object]:

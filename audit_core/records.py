@@ -109,3 +109,24 @@ class ScoreRecord:
     run_id: str
     candidate_id: str
     score: float
+
+
+@dataclass(frozen=True)
+class RatingCallRecord:
+    """One rating-judge call: one item (candidate image) under one condition, and what came back.
+
+    rating is set only when status is 'ok'; an abstention is status 'abstained', never a number.
+    """
+
+    run_id: str
+    candidate_id: str
+    condition: str
+    status: str
+    request_key: str
+    rating: float | None = None
+    raw_output: str | None = None
+    parse_note: str | None = None
+    attempts: int = 1
+    seconds: float | None = None
+    input_json: str | None = None
+    created_at: dt.datetime = field(default_factory=utc_now)

@@ -116,23 +116,22 @@ def _gain(row: Mapping[str, object]) -> str:
     return _num(row["gain"], True) + _ci(row["gain_lo"], row["gain_hi"], signed=True)
 
 
-def _gate_rows(gates: pd.DataFrame) -> list[list[str]]:
-    """Per gate: kept and rejected sides, the ungated judge on the kept prompts, and whether
-    the two sides' gain intervals are disjoint."""
+def _gate_rows(gates: pd.DataFrame, policies: pd.DataFrame) -> list[list[str]]:
+    """Per gate: kept and rejected sides, the ungated judge on the kept prompts, and the kept
+    minus rejected gain with its joint interval (all prompts resampled together)."""
+    by_name = policies.set_index("policy")
     rows = []
     for gate, part in gates.groupby("gate", sort=False):
         kept, rej = (part.set_index("side").loc[side] for side in ("kept", "rejected"))
-        bounds = (kept["gain_lo"], kept["gain_hi"], rej["gain_lo"], rej["gain_hi"])
+        diff = by_name.loc[gate]
+        lo, hi = diff["gain_vs_rejected_lo"], diff["gain_vs_rejected_hi"]
         if int(kept["n"]) == 0 or int(rej["n"]) == 0:
             reading = "keeps nothing" if int(kept["n"]) == 0 else "rejects nothing"
-        elif any(_missing(v) for v in bounds):
-            reading = "no interval"
-        elif float(bounds[0]) > float(bounds[3]) or float(bounds[1]) < float(bounds[2]):
-            reading = f"kept {'above' if float(bounds[0]) > float(bounds[3]) else 'below'} rejected (intervals disjoint)"
         else:
-            reading = "intervals overlap"
+            reading = _excludes_zero(lo, hi, "kept above rejected", "kept below rejected")
         rows.append([escape_markdown(gate), f"{int(kept['n'])} ({_pct(kept['coverage'])})", _gain(kept),
-                     _num(kept["ungated_gain"], True), f"{int(rej['n'])} ({_pct(rej['coverage'])})", _gain(rej), reading])
+                     _num(kept["ungated_gain"], True), f"{int(rej['n'])} ({_pct(rej['coverage'])})", _gain(rej),
+                     _num(diff["gain_vs_rejected"], True) + _ci(lo, hi, signed=True), reading])
     return rows
 
 
@@ -168,9 +167,46 @@ def _cultural_rows(cultural: pd.DataFrame) -> list[list[str]] | None:
             for r in errors[(lo > 0) | (hi < 0)].to_dict("records")]
 
 
+def _slice_section(result: AuditResult) -> list[str]:
+    """Lines of the slices section: per slice (all but `all`), each judge's order-0 gain per value."""
+    judges = list(result.judges["judge"])
+    if not judges:
+        return []
+    rows = result.slices[result.slices["policy"].isin(judges)].set_index(["slice", "value", "policy"])
+    out = ["## Slices", "", "Each judge's order-0 gain over random within each value of a prompt attribute, its interval "
+           "resampling the judge's prompts within that value; n = prompts acted on (a value with none has no gain, "
+           "not zero). Every policy is in slices.csv.", ""]
+    body = []
+    for name, values in result.slice_prompts.items():
+        if name == "all":
+            continue
+        for value, prompts in values.items():
+            cells = []
+            for judge in judges:
+                r = rows.loc[(name, value, judge)]
+                cells.append(f"{_num(r['gain'], True)}{_ci(r['gain_lo'], r['gain_hi'], signed=True)} (n {int(r['n'])})")
+            body.append([escape_markdown(name), escape_markdown(value), str(prompts), *cells])
+    return [*out, *_table(["slice", "value", "prompts", *(f"{escape_markdown(j)} gain [95% CI]" for j in judges)], body), ""]
+
+
+def _timing_section(timing: pd.DataFrame | None) -> list[str]:
+    """Lines of the output-validity and timing section (none until a timing table is attached)."""
+    if timing is None or timing.empty:
+        return []
+    body = [[escape_markdown(r["judge"]), str(int(r["calls"])), str(int(r["valid"])), str(int(r["recovered"])),
+             str(int(r["failed"])), str(int(r["not_json"])), _num(r["seconds_median"]), _num(r["prompt_seconds_one_order"]),
+             _num(r["prompt_seconds_all_orders"]), _num(r["hours_all_orders"])] for r in timing.to_dict("records")]
+    return ["## Output validity and timing", "",
+            "valid: accepted by the strict parser; recovered: by the lenient one; not JSON: not JSON at all. "
+            "Seconds as recorded with every call.", "",
+            *_table(["judge", "calls", "valid", "recovered", "failed", "not JSON", "median s per call",
+                     "s per prompt, one order", "s per prompt, all orders", "hours, all orders"], body), ""]
+
+
 def findings_markdown(result: AuditResult, *, dataset: str, source_note: str | None = None) -> str:
     """The audit's findings as Markdown: provenance, per-judge headlines, policies, gates,
-    worst country per judge and cultural-error deltas whose intervals exclude 0.
+    worst country per judge, every judge's gain per slice, output validity and timing (when
+    the result carries it) and cultural-error deltas whose intervals exclude 0.
 
     A `source_note` containing the word "simulated" (any case) puts a SIMULATED
     warning at the top; without a note no source line is written. Pure: no I/O.
@@ -202,9 +238,11 @@ def findings_markdown(result: AuditResult, *, dataset: str, source_note: str | N
         out += ["No gate can be formed: it needs several orders, several judges or a scorer.", ""]
     else:
         out += ["Gain over random on the prompts each gate keeps (next to the ungated judge's order-0 pick on the same "
-                "prompts) and on the prompts it rejects (where the ungated judge is what users get).", "",
+                "prompts) and on the prompts it rejects (where the ungated judge is what users get); the difference "
+                "kept − rejected resamples all prompts jointly.", "",
                 *_table(["gate", "kept n (coverage)", "kept gain [95% CI]", "ungated gain on kept", "rejected n (coverage)",
-                         "rejected gain [95% CI]", "reading"], _gate_rows(result.gates)), ""]
+                         "rejected gain [95% CI]", "kept − rejected [95% CI]", "reading"],
+                        _gate_rows(result.gates, policies)), ""]
 
     if not result.judges.empty:
         out += ["## Worst country per judge", "",
@@ -213,6 +251,8 @@ def findings_markdown(result: AuditResult, *, dataset: str, source_note: str | N
                 *_table(["judge", "worst country", "regret [95% CI]", "random, same prompts", "acted on (coverage)",
                          "countries covered"], _worst_country_rows(result)), ""]
 
+    out += _slice_section(result)
+    out += _timing_section(result.timing)
     out += ["## Cultural errors", ""]
     cultural = _cultural_rows(result.cultural)
     if cultural is None:

@@ -16,6 +16,26 @@ ERROR_OUTCOMES: tuple[str, ...] = ("stereotype", "missing_explicit", "missing_im
 CALL_STATUSES: tuple[str, ...] = ("ok", "recovered", "parse_fail", "runtime_fail")
 RUN_KINDS: tuple[str, ...] = ("selector", "scorer", "rater")
 
+# Scale [lo, hi] of each built-in outcome's rating values (means and votes alike):
+# error outcomes are rates of annotators flagging the error, the others mean
+# scores rescaled to [0, 1] (overall 1–5 as (v − 1) / 4). An outcome outside this
+# table must declare its scale where it is ingested.
+OUTCOME_SCALES: dict[str, tuple[float, float]] = {
+    "alignment": (0.0, 1.0),
+    "stereotype": (0.0, 1.0),
+    "missing_explicit": (0.0, 1.0),
+    "missing_implicit": (0.0, 1.0),
+    "image_quality": (0.0, 1.0),
+    "overall": (0.0, 1.0),
+    # a rating study's rubric (votes and rating judges on 1–5; DESIGN §4b)
+    "rubric": (1.0, 5.0),
+}
+# largest value of an INTEGER column (n, canonical_index, order_index, attempts)
+INTEGER_MAX = 2**31 - 1
+RATING_STATUSES: tuple[str, ...] = ("ok", "abstained", "parse_fail", "runtime_fail")
+# Tables whose rows belong to a run (through run_id): what deleting a judge or a dataset must clear.
+RUN_RECORD_TABLES: tuple[str, ...] = ("calls", "scores", "rating_calls")
+
 SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS datasets (
     dataset_id      VARCHAR PRIMARY KEY,
@@ -67,6 +87,14 @@ CREATE TABLE IF NOT EXISTS votes (
     PRIMARY KEY (dataset_id, candidate_id, outcome, pool, annotator)
 );
 
+CREATE TABLE IF NOT EXISTS candidate_attributes (
+    dataset_id   VARCHAR NOT NULL,
+    candidate_id VARCHAR NOT NULL,
+    attribute    VARCHAR NOT NULL,
+    value        VARCHAR NOT NULL,
+    PRIMARY KEY (dataset_id, candidate_id, attribute)
+);
+
 CREATE TABLE IF NOT EXISTS runs (
     run_id             VARCHAR PRIMARY KEY,
     dataset_id         VARCHAR NOT NULL,
@@ -106,5 +134,22 @@ CREATE TABLE IF NOT EXISTS scores (
     candidate_id VARCHAR NOT NULL,
     score        DOUBLE NOT NULL,
     PRIMARY KEY (run_id, candidate_id)
+);
+
+-- A rating judge's calls: one row per (item, condition). rating is NULL unless
+-- status is 'ok'; DOUBLE so imported ratings on other scales fit too.
+CREATE TABLE IF NOT EXISTS rating_calls (
+    run_id       VARCHAR NOT NULL,
+    candidate_id VARCHAR NOT NULL,
+    condition    VARCHAR NOT NULL DEFAULT 'default',
+    status       VARCHAR NOT NULL,
+    rating       DOUBLE,
+    raw_output   VARCHAR,
+    parse_note   VARCHAR,
+    attempts     INTEGER NOT NULL DEFAULT 1,
+    seconds      DOUBLE,
+    input_json   VARCHAR,
+    request_key  VARCHAR NOT NULL UNIQUE,
+    created_at   TIMESTAMP NOT NULL
 );
 """

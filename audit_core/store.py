@@ -11,6 +11,9 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import os
+import re
+import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -19,8 +22,9 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from audit_core.records import CallRecord, DatasetRecord, RunRecord, ScoreRecord, utc_now
-from audit_core.schema import SCHEMA_SQL
+from audit_core.errors import DatabaseFileError, DatabaseHeld, InputError
+from audit_core.records import CallRecord, DatasetRecord, RatingCallRecord, RunRecord, ScoreRecord, utc_now
+from audit_core.schema import RUN_RECORD_TABLES, SCHEMA_SQL
 
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "datasets": tuple(f.name for f in dataclasses.fields(DatasetRecord)),
@@ -35,37 +39,147 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "ratings": ("dataset_id", "candidate_id", "outcome", "pool", "value", "n"),
     "votes": ("dataset_id", "candidate_id", "outcome", "pool", "annotator", "value"),
+    "candidate_attributes": ("dataset_id", "candidate_id", "attribute", "value"),
     "runs": tuple(f.name for f in dataclasses.fields(RunRecord)),
     "calls": tuple(f.name for f in dataclasses.fields(CallRecord)),
     "scores": tuple(f.name for f in dataclasses.fields(ScoreRecord)),
+    "rating_calls": tuple(f.name for f in dataclasses.fields(RatingCallRecord)),
 }
+
+LOCK_WAIT_ENV = "JUDGE_AUDIT_LOCK_WAIT"
+WRITE_LOCK_WAIT = 30.0  # seconds; a writer (ingest, a runner) outwaits another's batch or short job
+READ_LOCK_WAIT = 3.0  # seconds; a reader (the app, analyze) only needs a runner's batch to end
+# DuckDB would otherwise fetch an extension from the internet for a file it does not
+# recognise as its own (an SQLite file, say) and load it.
+NO_EXTENSIONS: dict[str, bool] = {"autoload_known_extensions": False, "autoinstall_known_extensions": False}
+# A reader only reads the store: no SQL it runs may reach another file or a URL.
+READ_ONLY_CONFIG: dict[str, bool] = {**NO_EXTENSIONS, "enable_external_access": False}
+_DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_POLL_SECONDS = 0.05
+
+
+def write_lock_wait() -> float:
+    """Seconds a writable open waits for another process's lock: $JUDGE_AUDIT_LOCK_WAIT, else 30."""
+    text = os.environ.get(LOCK_WAIT_ENV, "").strip()
+    if not text:
+        return WRITE_LOCK_WAIT
+    if not re.fullmatch(r"[0-9]+(\.[0-9]*)?", text):
+        raise InputError(f"expected a number of seconds, got {text!r}", field=f"${LOCK_WAIT_ENV}")
+    return float(text)
 
 
 def connect(
-    path: str | Path, *, read_only: bool = False, lock_wait: float = 3.0
+    path: str | Path, *, read_only: bool = False, lock_wait: float | None = None
 ) -> duckdb.DuckDBPyConnection:
     """Open (and, when writable, create or migrate) the store at `path`.
 
-    A read-only open waits up to `lock_wait` seconds while another process holds
-    the file for writing (a runner commits between its batches and lets go), then
-    raises duckdb.IOException.
+    While another process holds the file's lock (a runner commits between its
+    batches and lets go), the open retries for `lock_wait` seconds (default:
+    3 s read-only, `write_lock_wait()` writable; a writable open says once on
+    stderr that it waits). DuckDB never loads or downloads an extension, and a
+    read-only connection reaches no file or URL but the store. Raises
+    DatabaseFileError, one line naming the file, when the file cannot be opened
+    as asked (DatabaseHeld when the lock stays taken).
     """
     path = Path(path)
-    if read_only:
-        if not path.exists():
-            raise FileNotFoundError(f"{path}: no such database")
-        deadline = time.monotonic() + lock_wait
-        while True:
-            try:
-                return duckdb.connect(str(path), read_only=True)
-            except duckdb.IOException as err:
-                if "lock" not in str(err).lower() or time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.05)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(path))
-    con.execute(SCHEMA_SQL)
+    _check_file(path, read_only)
+    wait = lock_wait if lock_wait is not None else READ_LOCK_WAIT if read_only else write_lock_wait()
+    config = READ_ONLY_CONFIG if read_only else NO_EXTENSIONS
+    deadline = time.monotonic() + wait
+    told = read_only
+    while True:
+        try:
+            con = duckdb.connect(str(path), read_only=read_only, config=dict(config))
+            break
+        except duckdb.Error as err:
+            if not is_locked(err):
+                raise file_error(path, err, read_only=read_only) from None
+            if time.monotonic() >= deadline:
+                raise held_error(path, wait, err) from None
+            if not told:
+                print(waiting_notice(path, wait), file=sys.stderr, flush=True)
+                told = True
+        time.sleep(_POLL_SECONDS)
+    if not read_only:
+        try:
+            con.execute(SCHEMA_SQL)
+        except duckdb.IOException as err:  # e.g. a full disk: the file cannot take the schema
+            con.close()
+            raise file_error(path, err, read_only=False) from None
     return con
+
+
+def is_locked(err: duckdb.Error) -> bool:
+    """Whether DuckDB refused the file because another process holds its lock."""
+    return isinstance(err, duckdb.IOException) and "could not set lock" in str(err).lower()
+
+
+def waiting_notice(path: str | Path, seconds: float) -> str:
+    """The line a writer prints once when it starts waiting for another process's lock."""
+    return f"waiting for {path}: held by another process (retrying for up to {seconds:g} s)"
+
+
+def held_error(path: str | Path, seconds: float, err: duckdb.Error) -> DatabaseHeld:
+    """DatabaseHeld for a lock still taken after `seconds`, naming the holder's PID when DuckDB does."""
+    pid = re.search(r"\(PID (\d+)\)", str(err))
+    holder = f"another process (PID {pid.group(1)})" if pid else "another process"
+    return DatabaseHeld(
+        f"held by {holder} for over {seconds:g} s (a runner, an ingest or another writer); "
+        "wait for it to finish, then run again",
+        file=path,
+    )
+
+
+def file_error(path: str | Path, err: duckdb.Error, *, read_only: bool) -> DatabaseFileError:
+    """DuckDB's refusal to open `path` as one line: what is wrong with the file, not DuckDB's wording."""
+    text = str(err)
+    lowered = text.lower()
+    if "not a valid duckdb database" in lowered or "extension" in lowered:
+        return DatabaseFileError("not a DuckDB database", file=path)
+    if "is a directory" in lowered:
+        return DatabaseFileError("is a directory", file=path)
+    if "read-only file system" in lowered:
+        return DatabaseFileError("read-only: cannot write (read-only file system)", file=path)
+    if "permission denied" in lowered:
+        what = "cannot be read: permission denied" if read_only else "read-only: cannot write (permission denied)"
+        return DatabaseFileError(what, file=path)
+    first = text.splitlines()[0] if text else type(err).__name__
+    return DatabaseFileError(f"cannot be opened: {first}", file=path)
+
+
+def _check_file(path: Path, read_only: bool) -> None:
+    """Refuse what DuckDB would fail on less clearly (or block on, like a FIFO)."""
+    if path.is_dir():
+        raise DatabaseFileError("is a directory", file=path)
+    if not path.exists():
+        if read_only:
+            raise DatabaseFileError("no such database", file=path)
+        _check_new_file(path)
+        return
+    if not path.is_file():
+        raise DatabaseFileError("not a regular file", file=path)
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(_SQLITE_MAGIC))
+    except OSError as err:
+        raise DatabaseFileError(f"cannot be read: {err.strerror or err}", file=path) from None
+    if header.startswith(_SQLITE_MAGIC):
+        raise DatabaseFileError("not a DuckDB database (it is an SQLite database)", file=path)
+    if header[8:12] != _DUCKDB_MAGIC:
+        raise DatabaseFileError("not a DuckDB database", file=path)
+    if not read_only and not os.access(path, os.W_OK):
+        raise DatabaseFileError("read-only: cannot write", file=path)
+
+
+def _check_new_file(path: Path) -> None:
+    """Make the folder of a database to be created, refusing one that cannot hold it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise DatabaseFileError(f"cannot create its folder: {err.strerror or err}", file=path) from None
+    if not os.access(path.parent, os.W_OK):
+        raise DatabaseFileError("read-only: cannot create a database in this folder", file=path)
 
 
 @contextlib.contextmanager
@@ -124,19 +238,19 @@ def dataset_row(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict | None:
 
 
 def delete_dataset(con: duckdb.DuckDBPyConnection, dataset_id: str) -> None:
-    """Remove a dataset with its pools, ratings, runs, calls and scores."""
+    """Remove a dataset with its pools, ratings, votes, runs and every run's records."""
     run_ids = "SELECT run_id FROM runs WHERE dataset_id = ?"
-    con.execute(f"DELETE FROM calls WHERE run_id IN ({run_ids})", [dataset_id])
-    con.execute(f"DELETE FROM scores WHERE run_id IN ({run_ids})", [dataset_id])
-    for table in ("runs", "votes", "ratings", "candidates", "prompts", "datasets"):
+    for table in RUN_RECORD_TABLES:
+        con.execute(f"DELETE FROM {table} WHERE run_id IN ({run_ids})", [dataset_id])
+    for table in ("runs", "candidate_attributes", "votes", "ratings", "candidates", "prompts", "datasets"):
         con.execute(f"DELETE FROM {table} WHERE dataset_id = ?", [dataset_id])
 
 
 def delete_judge(con: duckdb.DuckDBPyConnection, dataset_id: str, judge: str) -> None:
-    """Remove every run of `judge` on `dataset_id` with its calls and scores."""
+    """Remove every run of `judge` on `dataset_id` with its records (calls, scores, rating calls)."""
     run_ids = "SELECT run_id FROM runs WHERE dataset_id = ? AND judge = ?"
-    con.execute(f"DELETE FROM calls WHERE run_id IN ({run_ids})", [dataset_id, judge])
-    con.execute(f"DELETE FROM scores WHERE run_id IN ({run_ids})", [dataset_id, judge])
+    for table in RUN_RECORD_TABLES:
+        con.execute(f"DELETE FROM {table} WHERE run_id IN ({run_ids})", [dataset_id, judge])
     con.execute("DELETE FROM runs WHERE dataset_id = ? AND judge = ?", [dataset_id, judge])
 
 
@@ -208,6 +322,15 @@ def load_votes(
     return con.execute(sql + " ORDER BY candidate_id, outcome, pool, annotator", params).df()
 
 
+def load_candidate_attributes(con: duckdb.DuckDBPyConnection, dataset_id: str) -> pd.DataFrame:
+    """Item attributes for breakdowns (candidate_id, attribute, value), e.g. an image's culture."""
+    return con.execute(
+        "SELECT candidate_id, attribute, value FROM candidate_attributes WHERE dataset_id = ? "
+        "ORDER BY candidate_id, attribute",
+        [dataset_id],
+    ).df()
+
+
 def load_runs(con: duckdb.DuckDBPyConnection, dataset_id: str) -> pd.DataFrame:
     """All runs recorded on a dataset."""
     return con.execute(
@@ -216,17 +339,21 @@ def load_runs(con: duckdb.DuckDBPyConnection, dataset_id: str) -> pd.DataFrame:
 
 
 def load_judges(con: duckdb.DuckDBPyConnection, dataset_id: str) -> pd.DataFrame:
-    """judge, kind, backend, model, runs, calls: one row per judge name."""
+    """judge, kind, backend, model, runs, calls: one row per judge name.
+
+    calls counts every record of the judge's runs (selector calls, scores, rating calls).
+    """
+    records = " UNION ALL ".join(f"SELECT run_id FROM {table}" for table in RUN_RECORD_TABLES)
     return con.execute(
-        """
+        f"""
+        WITH recorded AS (SELECT run_id, count(*) AS n FROM ({records}) GROUP BY run_id)
         SELECT r.judge, any_value(r.kind) AS kind, any_value(r.backend) AS backend,
                any_value(r.model) AS model, count(DISTINCT r.run_id) AS runs,
-               (SELECT count(*) FROM calls c JOIN runs r2 USING (run_id)
-                 WHERE r2.dataset_id = ? AND r2.judge = r.judge) AS calls
-        FROM runs r WHERE r.dataset_id = ?
+               coalesce(sum(rec.n), 0)::BIGINT AS calls
+        FROM runs r LEFT JOIN recorded rec USING (run_id) WHERE r.dataset_id = ?
         GROUP BY r.judge ORDER BY r.judge
         """,
-        [dataset_id, dataset_id],
+        [dataset_id],
     ).df()
 
 
@@ -257,6 +384,24 @@ def load_scores(con: duckdb.DuckDBPyConnection, dataset_id: str) -> pd.DataFrame
         FROM scores s JOIN runs r USING (run_id)
         WHERE r.dataset_id = ? AND r.kind = 'scorer'
         ORDER BY r.judge, s.candidate_id
+        """,
+        [dataset_id],
+    ).df()
+
+
+def load_rating_calls(con: duckdb.DuckDBPyConnection, dataset_id: str) -> pd.DataFrame:
+    """Rating-judge calls: one row per (judge, condition, candidate_id).
+
+    Columns: judge, condition, candidate_id, rating (NaN unless status is 'ok'),
+    status, raw_output, parse_note, attempts, seconds, run_id, request_key, created_at.
+    """
+    return con.execute(
+        """
+        SELECT r.judge, c.condition, c.candidate_id, c.rating, c.status, c.raw_output,
+               c.parse_note, c.attempts, c.seconds, c.run_id, c.request_key, c.created_at
+        FROM rating_calls c JOIN runs r USING (run_id)
+        WHERE r.dataset_id = ? AND r.kind = 'rater'
+        ORDER BY r.judge, c.condition, c.candidate_id
         """,
         [dataset_id],
     ).df()

@@ -15,6 +15,7 @@ The synthetic database is generated first when missing (not timed).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -41,6 +42,7 @@ WARM_RUNS = 3
 
 def time_page(db: str, page: str, params: dict[str, str]) -> tuple[float, float]:
     """(first, warm) seconds of one page's script run; warm = median of WARM_RUNS reruns."""
+    os.environ["JUDGE_AUDIT_DB"] = db  # the app opens only databases it was started with
     at = AppTest.from_file(APP, default_timeout=1800)
     at.query_params.update({"db": db, "page": page, **params})
     start = time.perf_counter()

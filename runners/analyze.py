@@ -1,11 +1,18 @@
-"""Run the selection audit on one dataset and write its tables.
+"""Run the selection audit (and the rating audit, where there is rating data) on one dataset and write its tables.
 
     python -m runners.analyze --db DB --dataset NAME --out DIR [--resamples N] [--seed S]
+        [--by COLUMN ...] [--pool NAME]
 
 Writes DIR/summary.json, DIR/report.md (the findings in Markdown) and one CSV per
-table (policies, judges, positions, generators, flips_by_range, groups, cultural,
-risk_coverage, gates). Exit status 2 with a message naming what is wrong for an
-unknown database or dataset.
+table: policies, judges, positions, generators, generator_slots, flips_by_range,
+flips_by_near_ties, groups, cultural, risk_coverage, gates, slices, composition and
+timing; and, when the dataset has rating runs or votes on the rubric outcome,
+alignment, tilt, reliability, pool_agreement and wilcoxon (with the same rows under
+`alignment`, `tilt` and `reliability` in summary.json). `--by COLUMN` (repeatable)
+adds a slice by another prompt attribute to slices.csv; `--pool NAME` takes that
+reference pool's consensus as the selection audit's utility (default `all`). Exit
+status 2 with a message naming what is wrong for an unknown database, dataset, pool
+or `--by` column.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from pathlib import Path
 from audit_core import store
 from audit_core.analysis import AuditResult, audit
 from audit_core.audit_data import load_audit_data
+from audit_core.errors import DatabaseFileError, InputError
+from audit_core.rating_audit import RatingAuditResult, consensus_pools, load_rating_data, rating_audit
 from audit_core.report import findings_markdown, source_note
 
 
@@ -30,17 +39,24 @@ def non_negative(text: str) -> int:
     return int(text)
 
 
-def write_result(result: AuditResult, out: Path, note: str | None = None) -> list[Path]:
-    """Write summary.json, report.md (with the source `note`) and every table as CSV into
-    `out`; returns the paths written."""
+def write_result(
+    result: AuditResult, out: Path, note: str | None = None, rating: RatingAuditResult | None = None
+) -> list[Path]:
+    """Write summary.json, report.md (with the source `note`) and every table (the selection
+    audit's, then the rating audit's when given) as CSV into `out`; returns the paths written."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, frame in result.tables().items():
+    tables = {**result.tables(), **(rating.tables() if rating is not None else {})}
+    for name, frame in tables.items():
         path = out / f"{name}.csv"
         frame.to_csv(path, index=False)
         written.append(path)
+    summary = result.to_summary()
+    if rating is not None:
+        summary["rating"] = {k: v for k, v in rating.to_summary().items() if k not in ("alignment", "tilt", "reliability")}
+        summary.update({k: rating.to_summary()[k] for k in ("alignment", "tilt", "reliability")})
     path = out / "summary.json"
-    path.write_text(json.dumps(result.to_summary(), indent=2, ensure_ascii=False) + "\n")
+    path.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     written.append(path)
     path = out / "report.md"
     path.write_text(findings_markdown(result, dataset=result.dataset_id, source_note=note), encoding="utf-8")
@@ -55,33 +71,56 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path, help="directory for summary.json and the CSV tables")
     parser.add_argument("--resamples", type=non_negative, default=10_000, help="bootstrap resamples (default 10000)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed, recorded in summary.json (default 0)")
+    parser.add_argument("--by", action="append", default=[], metavar="COLUMN",
+                        help="also slice by this column of the prompts table (repeatable)")
+    parser.add_argument("--pool", default="all",
+                        help="reference pool whose consensus is the selection audit's utility (default all)")
     args = parser.parse_args(argv)
 
     db = Path(args.db)
-    if not db.is_file():
+    if not db.exists():
         print(f"error: database {db} does not exist; create it with `python -m runners.ingest ...`", file=sys.stderr)
         return 2
-    con = store.connect(db, read_only=True)
+    try:
+        con = store.connect(db, read_only=True)
+    except DatabaseFileError as err:  # not a DuckDB database, a directory, held by a writer for too long...
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     try:
         row = store.dataset_row(con, args.dataset)
         if row is None:
             known = ", ".join(store.list_datasets(con)["dataset_id"]) or "none"
             print(f"error: dataset {args.dataset!r} is not in {db} (known: {known})", file=sys.stderr)
             return 2
-        data = load_audit_data(con, args.dataset)
-    except KeyError as err:
+        pools = consensus_pools(con, args.dataset)
+        if args.pool not in pools:
+            print(f"error: dataset {args.dataset!r} has no alignment ratings in pool {args.pool!r} "
+                  f"(pools: {', '.join(pools) or 'none'})", file=sys.stderr)
+            return 2
+        data = load_audit_data(con, args.dataset, pool=args.pool)
+        calls = store.load_calls(con, args.dataset)
+        rating_data = load_rating_data(con, args.dataset)
+    except (KeyError, ValueError) as err:
         print(f"error: {err.args[0]}", file=sys.stderr)
         return 2
     finally:
         con.close()
     started = time.perf_counter()
-    result = audit(data, resamples=args.resamples, seed=args.seed)
+    try:
+        result = audit(data, resamples=args.resamples, seed=args.seed, by=args.by, calls=calls)
+    except InputError as err:  # an unknown --by column
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    rating = rating_audit(rating_data, resamples=args.resamples, seed=args.seed) if rating_data is not None else None
     seconds = time.perf_counter() - started
-    written = write_result(result, args.out, source_note(row))
+    written = write_result(result, args.out, source_note(row), rating)
     print(
         f"dataset {args.dataset!r}: {data.n_prompts} prompts, judges {', '.join(data.judges) or 'none'}, "
         f"scorers {', '.join(data.scorers) or 'none'}; {len(result.policies)} policies, "
         f"{args.resamples} resamples (seed {args.seed}) in {seconds:.1f} s"
+        + (f"; utility from pool {args.pool!r}" if args.pool != "all" else "")
+        + (f"; rating audit of {len(rating_data.raters)} judge × condition pairs on pools "
+           f"{', '.join(rating_data.pools)}" if rating_data is not None else "")
     )
     print(f"wrote {len(written)} files to {args.out}")
     return 0

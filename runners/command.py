@@ -13,8 +13,9 @@ from runners.recorder import RunSummary
 def run_job(job: Callable[[], RunSummary], *, interrupted: str) -> int:
     """Run a recording job and return its exit status.
 
-    0 done (summary printed), 2 bad input, 1 database held by another process,
-    130 interrupted (`interrupted` says what was kept and how to resume).
+    0 done (summary printed), 2 bad input (a database file that cannot be a store
+    included: `DatabaseFileError`), 1 database held by another process, 130
+    interrupted (`interrupted` says what was kept and how to resume).
     """
     try:
         summary = job()

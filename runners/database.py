@@ -15,8 +15,11 @@ recorder therefore asks a `Database` for a short `session()` per unit of work
   releases the lock. A session starts no sooner than `release_gap` seconds
   after the previous one ended, so a reader gets in even when the backend
   answers instantly (a slower backend never waits for it). A file locked by
-  another process is retried for `wait_seconds`, then `DatabaseBusy` names
-  the file.
+  another process is retried for `wait_seconds` (saying so once on
+  stderr), then `DatabaseBusy` names the file. A file that cannot be a store
+  (not a DuckDB database, a directory, read-only) raises
+  `audit_core.errors.DatabaseFileError` at once. The instance never loads or
+  downloads a DuckDB extension; it keeps external access, which ATTACH needs.
 
 In both, Ctrl-C during a session waits for the session to end, so a commit
 is never cut short (`DeferredInterrupt`).
@@ -34,6 +37,7 @@ import fcntl
 import hashlib
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -44,9 +48,9 @@ from typing import Protocol, TypeVar
 import duckdb
 
 from audit_core import store
+from audit_core.errors import DatabaseHeld
 
 ALIAS = "audit_store"  # catalog name of the attached file inside DatabaseFile's instance
-DEFAULT_WAIT_SECONDS = 30.0
 DEFAULT_RELEASE_GAP = 0.02
 _POLL_SECONDS = 0.05
 
@@ -150,9 +154,11 @@ class DatabaseFile:
         self,
         path: str | Path,
         *,
-        wait_seconds: float = DEFAULT_WAIT_SECONDS,
+        wait_seconds: float | None = None,
         release_gap: float = DEFAULT_RELEASE_GAP,
     ) -> None:
+        """`wait_seconds` None: `audit_core.store.write_lock_wait()` (30 s, or $JUDGE_AUDIT_LOCK_WAIT)
+        when a session starts, so a bad value is a job's input error."""
         self.path = Path(path)
         self.wait_seconds = wait_seconds
         self.release_gap = release_gap
@@ -167,12 +173,12 @@ class DatabaseFile:
         Starts at least `release_gap` seconds after the previous session ended.
         Ctrl-C is deferred to the end of the block (raised at once while still
         waiting for the lock). Raises DatabaseBusy naming the file when the
-        lock stays taken.
+        lock stays taken, DatabaseFileError when the file cannot be a store.
         """
         time.sleep(max(0.0, self._released_at + self.release_gap - time.monotonic()))
         with DeferredInterrupt() as interrupt:
             if not self._migrated:
-                self._when_unlocked(lambda: store.connect(self.path).close(), interrupt)
+                self._when_unlocked(lambda: store.connect(self.path, lock_wait=0.0).close(), interrupt)
                 self._migrated = True
             con = self._when_unlocked(self._attach, interrupt)
             try:
@@ -187,9 +193,14 @@ class DatabaseFile:
 
     def _attach(self) -> duckdb.DuckDBPyConnection:
         if self._instance is None:
-            self._instance = duckdb.connect(":memory:")
+            self._instance = duckdb.connect(":memory:", config=dict(store.NO_EXTENSIONS))
         literal = str(self.path).replace("'", "''")
-        self._instance.execute(f"ATTACH '{literal}' AS {ALIAS}")
+        try:
+            self._instance.execute(f"ATTACH '{literal}' AS {ALIAS}")
+        except duckdb.Error as err:
+            if store.is_locked(err):
+                raise
+            raise store.file_error(self.path, err, read_only=False) from None
         self._instance.execute(f"USE {ALIAS}")
         return self._instance
 
@@ -202,20 +213,26 @@ class DatabaseFile:
             self._instance = None
 
     def _when_unlocked(self, action: Callable[[], T], interrupt: DeferredInterrupt) -> T:
-        """`action()`, retried while another process holds the file's lock, up to `wait_seconds`."""
-        deadline = time.monotonic() + self.wait_seconds
+        """`action()`, retried while another process holds the file's lock, up to `wait_seconds`
+        (saying so once on stderr)."""
+        wait = store.write_lock_wait() if self.wait_seconds is None else self.wait_seconds
+        deadline = time.monotonic() + wait
+        told = False
         while True:
             interrupt.check()
             try:
                 return action()
-            except duckdb.IOException as err:
-                if "lock" not in str(err).lower():
+            except (duckdb.IOException, DatabaseHeld) as err:
+                if isinstance(err, duckdb.IOException) and not store.is_locked(err):
                     raise
                 if time.monotonic() >= deadline:
                     raise DatabaseBusy(
-                        f"{self.path}: another process has held this database for over {self.wait_seconds:g} s "
-                        f"(a runner, an ingest or another writer): {err}"
+                        f"{self.path}: another process has held this database for over {wait:g} s "
+                        "(a runner, an ingest or another writer); wait for it to finish, then run again"
                     ) from None
+                if not told:
+                    print(store.waiting_notice(self.path, wait), file=sys.stderr, flush=True)
+                    told = True
             time.sleep(_POLL_SECONDS)
 
 

@@ -1,6 +1,6 @@
 """Build the built-in demo: simulated pools, drawn images and simulated judges.
 
-    python -m runners.demo --db data/demo.duckdb [--prompts 300] [--seed 0] [--force]
+    python -m runners.demo --db data/demo.duckdb [--prompts 300] [--rating-prompts 120] [--seed 0] [--force]
 
 Pools are shaped like CulturalFrames (10 countries × 5 categories, 3–4
 candidates from 4 generators, 2–4 annotators per image rating alignment in
@@ -8,6 +8,10 @@ candidates from 4 generators, 2–4 annotators per image rating alignment in
 number is SIMULATED. The judges are the simulated profiles of
 runners/judges/simulated.json and go through the same recording path as real
 judges. Same seed, same database content (timestamps and timings aside).
+The same database also gets the rating demo, dataset `ratings-demo`
+(`runners.demo_ratings`): a simulated cross-cultural rating study with two
+annotator pools and simulated rating judges. Each dataset is rebuilt only
+when it is missing or incomplete, both with --force.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import pandas as pd
 
 from audit_core import store
 from audit_core.ingest.pools import PoolSet, write_pools
+from runners import demo_ratings
 from runners.demo_images import draw_image
 
 DATASET = "demo"
@@ -230,19 +235,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m runners.demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", type=Path, default=Path("data/demo.duckdb"))
     parser.add_argument("--prompts", type=int, default=300, help="number of prompts (default 300)")
+    parser.add_argument("--rating-prompts", type=int, default=120,
+                        help="prompts of the rating demo, two images each (default 120)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--force", action="store_true", help="rebuild even if the demo is already there")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
     if args.prompts < 1:
         parser.error("--prompts must be at least 1")
-    if not args.force and is_built(args.db, args.seed, args.prompts):
+    if args.rating_prompts < 1:
+        parser.error("--rating-prompts must be at least 1")
+    selection = args.force or not is_built(args.db, args.seed, args.prompts)
+    rating = args.force or not demo_ratings.is_built(args.db, args.seed, args.rating_prompts)
+    if not (selection or rating):
         print(f"{args.db}: demo already built (seed {args.seed}); use --force to rebuild")
         return 0
     start = time.perf_counter()
-    build_demo(args.db, n_prompts=args.prompts, seed=args.seed, progress=not args.quiet)
-    print(f"{args.db}: SIMULATED demo built in {time.perf_counter() - start:.1f} s "
-          f"({args.prompts} prompts, {len(DEMO_JUDGES)} judges x 3 orders, 1 scorer)")
+    built = []
+    if selection:
+        build_demo(args.db, n_prompts=args.prompts, seed=args.seed, progress=not args.quiet)
+        built.append(f"{DATASET}: {args.prompts} prompts, {len(DEMO_JUDGES)} judges x 3 orders, 1 scorer")
+    if rating:
+        demo_ratings.build_rating_demo(args.db, n_prompts=args.rating_prompts, seed=args.seed, progress=not args.quiet)
+        built.append(f"{demo_ratings.DATASET}: {len(demo_ratings.CULTURES) * args.rating_prompts} images, "
+                     f"{len(demo_ratings.POOLS)} pools x {demo_ratings.ANNOTATORS} annotators, "
+                     f"{len(demo_ratings.DEMO_RATERS)} rating judges")
+    print(f"{args.db}: SIMULATED demo built in {time.perf_counter() - start:.1f} s ({'; '.join(built)})")
     return 0
 
 

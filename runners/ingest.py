@@ -1,27 +1,32 @@
-"""Load pools, ratings and recorded judge decisions into a DuckDB store.
+"""Load pools, ratings, votes and recorded judge calls (selections, scores, ratings) into a DuckDB store.
 
     python -m runners.ingest judgeacts --pools FILE --run NAME=FILE [...] \\
         [--scores NAME=FILE ...] --db DB --dataset NAME [--replace]
     python -m runners.ingest culturalframes --release DIR --db DB --dataset NAME \\
         [--images-dir DIR] [--split dev|main|all] [--per-country-dev 3] \\
         [--per-country-main 30] [--seed S] [--replace]
-    python -m runners.ingest table --pools FILE [--decisions NAME=FILE ...] \\
-        [--scores NAME=FILE ...] --db DB --dataset NAME [--replace]
+    python -m runners.ingest table --pools FILE [--votes FILE] [--decisions NAME=FILE ...] \\
+        [--scores NAME=FILE ...] [--ratings NAME=FILE ...] [--rating-outcome NAME] \\
+        [--outcome NAME=LO:HI ...] --db DB --dataset NAME [--replace]
 
-Each ingest is one transaction: on any bad input the error names the file, line
-and field, the exit status is 2 and the database is left as it was.
-Re-ingesting the same files changes nothing.
+The table contract (columns and rules of pools, votes, decisions, scores and
+ratings) is docs/table-contract.md. Each ingest is one transaction: on any bad
+input (or an input that cannot be read) the error names the file, line and
+field, the exit status is 2 and the database is left as it was; a database file
+the failed ingest would have created is not left behind. Re-ingesting the same
+files changes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Sequence
 
 from audit_core.errors import InputError
 from audit_core.ingest import culturalframes, judgeacts, tables
-from audit_core.ingest.pools import PoolSet, write_dataset
+from audit_core.ingest.pools import DEFAULT_POOL, PoolSet, utility_pools, write_dataset
 
 
 def named_path(text: str) -> tuple[str, str]:
@@ -32,6 +37,14 @@ def named_path(text: str) -> tuple[str, str]:
     return name, path
 
 
+def outcome_scale(text: str) -> tuple[str, tuple[float, float]]:
+    """Parse NAME=LO:HI, an outcome column of the user's own with its scale."""
+    try:
+        return tables.declared_scale(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+
+
 def count(text: str) -> int:
     """Parse a non-negative integer."""
     if not text.isdigit():
@@ -39,12 +52,23 @@ def count(text: str) -> int:
     return int(text)
 
 
-def _summary(pools: PoolSet) -> str:
+def _summary(pools: PoolSet) -> list[str]:
     n_images = int(pools.candidates["image_path"].notna().sum())
-    return (
+    lines = [
         f"dataset {pools.dataset_id!r}: {len(pools.prompts)} prompts, {len(pools.candidates)} candidates "
         f"({n_images} with images on disk)"
-    )
+    ]
+    if len(pools.votes):
+        per_pool = pools.votes.groupby(["outcome", "pool"]).size()
+        lines.append("votes: " + ", ".join(f"{n} on {o} in pool {p!r}" for (o, p), n in per_pool.items()))
+    utility = utility_pools(pools)
+    if not utility:
+        lines.append("selection audit: no alignment ratings, so no utility to audit picks with; "
+                     "the rating audit uses the votes and consensus")
+    elif DEFAULT_POOL not in utility:
+        lines.append(f"selection audit: alignment in pools {', '.join(utility)} but not in {DEFAULT_POOL!r}; "
+                     "choose one with `runners.analyze --pool NAME`")
+    return lines
 
 
 def ingest_judgeacts(args: argparse.Namespace) -> list[str]:
@@ -53,20 +77,25 @@ def ingest_judgeacts(args: argparse.Namespace) -> list[str]:
     runs = [judgeacts.read_run(path, name) for name, path in args.run]
     scores = [judgeacts.read_scores(path, name) for name, path in args.scores]
     report = write_dataset(args.db, pools, runs, scores, replace=args.replace)
-    return [_summary(pools), *report]
+    return [*_summary(pools), *report]
 
 
 def ingest_table(args: argparse.Namespace) -> list[str]:
-    """Read the pools table and every decisions/scores table, then write them in one transaction."""
-    pools = tables.read_pools_table(args.pools, args.dataset)
+    """Read the pools and votes tables and every decisions/scores/ratings table, then write them in one transaction."""
+    declared = dict(args.outcome)
+    scale = tables.rating_scale(args.rating_outcome, declared)
+    pools = tables.read_pools_table(args.pools, args.dataset, declared, votes=args.votes)
     runs = [tables.read_decisions_table(path, name) for name, path in args.decisions]
     scores = [tables.read_scores_table(path, name) for name, path in args.scores]
-    report = write_dataset(args.db, pools, runs, scores, replace=args.replace)
-    return [_summary(pools), *report]
+    ratings = [tables.read_ratings_table(path, name, args.rating_outcome, scale) for name, path in args.ratings]
+    report = write_dataset(args.db, pools, runs, scores, ratings, replace=args.replace)
+    return [*_summary(pools), *report]
 
 
 def ingest_culturalframes(args: argparse.Namespace) -> list[str]:
     """Read and stage the release, write it in one transaction, then publish the images."""
+    if args.images_dir is None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", args.dataset):
+        raise InputError(f"dataset name {args.dataset!r} cannot name the images folder; pass --images-dir")
     images_dir = args.images_dir or f"data/images/{args.dataset}"
     with culturalframes.ImageStage(images_dir) as stage:
         pools, audit = culturalframes.read_release(
@@ -80,7 +109,7 @@ def ingest_culturalframes(args: argparse.Namespace) -> list[str]:
         )
         report = write_dataset(args.db, pools, replace=args.replace)
         moved = stage.publish(pools.candidates["image_path"])
-    return [*audit, _summary(pools), *report, f"images: {moved} written to {stage.images_dir}"]
+    return [*audit, *_summary(pools), *report, f"images: {moved} written to {stage.images_dir}"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,10 +138,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     tb = sub.add_parser("table", help="any CSV/Parquet/JSONL tables (docs/table-contract.md)")
     tb.add_argument("--pools", required=True, help="pools and ratings, one row per candidate (and pool)")
+    tb.add_argument("--votes", metavar="FILE",
+                    help="individual annotator ratings (candidate_id, outcome, pool, annotator, value); "
+                         "an item's consensus defaults to the mean of its pool's votes")
     tb.add_argument("--decisions", action="append", type=named_path, default=[], metavar="NAME=FILE",
                     help="a judge's calls, one row per call; repeatable")
     tb.add_argument("--scores", action="append", type=named_path, default=[], metavar="NAME=FILE",
                     help="a content scorer's per-candidate scores; repeatable")
+    tb.add_argument("--ratings", action="append", type=named_path, default=[], metavar="NAME=FILE",
+                    help="a rating judge's ratings, one row per (candidate, condition); repeatable")
+    tb.add_argument("--rating-outcome", default="rubric", metavar="NAME",
+                    help="the outcome the --ratings judges rate; its scale is theirs (default rubric, 1-5)")
+    tb.add_argument("--outcome", action="append", type=outcome_scale, default=[], metavar="NAME=LO:HI",
+                    help="a rating column (or votes outcome) of your own and its scale, e.g. helpfulness=1:5; "
+                         "repeatable")
     _common(tb)
     tb.set_defaults(handler=ingest_table)
     return parser
@@ -132,6 +171,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines = handler(args)
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
+        print("nothing was written: the database is unchanged", file=sys.stderr)
+        return 2
+    except OSError as err:  # a file that went away or became unreadable after it was first read
+        where = f"{err.filename}: " if err.filename is not None else ""
+        print(f"error: {where}cannot read or write ({err.strerror or err})", file=sys.stderr)
         print("nothing was written: the database is unchanged", file=sys.stderr)
         return 2
     print("\n".join(lines))

@@ -1,5 +1,12 @@
 """The one recording path for every judge and scorer backend.
 
+What every judge kind shares lives here: the dataset and history checks, the
+run lifecycle (`open_run`, `run_lifecycle`), resume (`recorded_keys`,
+`requests_to_call`), the call with one identical retry (`generate_with_retry`),
+batch writes (`write_records`) and the crash-safe loop (`record_batches`).
+A kind brings its requests, its parser and its call table (selectors below;
+raters in `runners.rating_recorder`).
+
 For a selector judge: check the dataset, pools and images, refuse to mix
 request keys under one judge name, open a `runs` row, then for every
 (prompt, order) not yet recorded build the request, call the backend (one
@@ -27,11 +34,12 @@ import platform
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import duckdb
 import pandas as pd
@@ -43,7 +51,8 @@ from audit_core import store
 from audit_core.errors import InputError
 from audit_core.orders import presentation_orders, slot_labels
 from audit_core.records import CallRecord, RunRecord, ScoreRecord
-from runners.backends.base import ScorerBackend, SelectorBackend
+from audit_core.schema import RUN_RECORD_TABLES
+from runners.backends.base import BackendFailure, ScorerBackend, SelectorBackend
 from runners.database import Database, as_database
 from runners.parsing import parse_output
 from runners.protocol import JudgeRequest, load_instruction, request_key
@@ -55,14 +64,39 @@ LIBRARIES: tuple[str, ...] = (
 PENDING_PER_WORKER = 128  # requests queued per worker: bounds memory, keeps workers busy while a batch is written
 
 
+class Keyed(Protocol):
+    """A request as the shared machinery sees it: identified by its key."""
+
+    @property
+    def request_key(self) -> str: ...
+
+
+class Statused(Protocol):
+    """A call record as the shared machinery sees it: it has a status."""
+
+    @property
+    def status(self) -> str: ...
+
+
+Req = TypeVar("Req", bound=Keyed)
+Rec = TypeVar("Rec", bound=Statused)
+_Shown = TypeVar("_Shown", contravariant=True)
+
+
+class TextBackend(Protocol[_Shown]):
+    """Any backend that turns a request into raw text (`SelectorBackend`, and the rating backends)."""
+
+    def generate(self, request: _Shown) -> str: ...
+
+
 @dataclass(frozen=True)
 class RunSummary:
     """What one invocation did.
 
-    planned: calls (selector) or candidates (scorer) in scope; skipped: already
-    recorded before this invocation; recorded: written now; statuses: counts of
-    the call statuses written now (scorers: {"scored": n}). run_id is None when
-    there was nothing left to do (no run row is opened then).
+    planned: calls (selector, rater) or candidates (scorer) in scope; skipped:
+    already recorded before this invocation; recorded: written now; statuses:
+    counts of the call statuses written now (scorers: {"scored": n}). run_id is
+    None when there was nothing left to do (no run row is opened then).
     """
 
     run_id: str | None
@@ -130,15 +164,15 @@ def check_images(candidates: pd.DataFrame) -> dict[str, tuple[int, int]]:
 def check_history(con: duckdb.DuckDBPyConnection, identity: RunIdentity, *, replace: bool) -> None:
     """Refuse to record under a judge name whose earlier runs differ in what defines its keys.
 
-    With `replace`, the judge's earlier runs on this dataset (and their calls and
-    scores) are deleted instead. Differences checked: kind, backend, model,
-    instruction hash and manifest hash.
+    With `replace`, the judge's earlier runs on this dataset (and their records
+    in every run table) are deleted instead. Differences checked: kind,
+    backend, model, instruction hash and manifest hash.
     """
+    records = " + ".join(f"(SELECT count(*) FROM {t} x WHERE x.run_id = r.run_id)" for t in RUN_RECORD_TABLES)
     runs = con.execute(
-        """
+        f"""
         SELECT r.run_id, r.kind, r.backend, r.model, r.instruction_sha256, r.manifest_sha256,
-               (SELECT count(*) FROM calls c WHERE c.run_id = r.run_id)
-             + (SELECT count(*) FROM scores s WHERE s.run_id = r.run_id) AS n
+               {records} AS n
         FROM runs r WHERE r.dataset_id = ? AND r.judge = ?
         """,
         [identity.dataset, identity.judge],
@@ -321,14 +355,51 @@ def plan_scope(
     return requests, sizes, instruction.sha256, manifest
 
 
-def recorded_keys(con: duckdb.DuckDBPyConnection, dataset: str, judge: str) -> dict[str, str]:
-    """request_key -> status of every call already recorded for this judge on this dataset."""
+def recorded_keys(con: duckdb.DuckDBPyConnection, dataset: str, judge: str, table: str = "calls") -> dict[str, str]:
+    """request_key -> status of every record already in `table` (a call table) for this judge on this dataset."""
     rows = con.execute(
-        "SELECT c.request_key, c.status FROM calls c JOIN runs r USING (run_id) "
+        f"SELECT c.request_key, c.status FROM {table} c JOIN runs r USING (run_id) "
         "WHERE r.dataset_id = ? AND r.judge = ?",
         [dataset, judge],
     ).fetchall()
     return dict(rows)
+
+
+def requests_to_call(requests: Sequence[Req], done: Mapping[str, str]) -> tuple[list[Req], set[str]]:
+    """(requests not yet recorded or recorded as runtime_fail, keys of those runtime failures to replace)."""
+    todo = [r for r in requests if done.get(r.request_key, "runtime_fail") == "runtime_fail"]
+    return todo, {r.request_key for r in todo if r.request_key in done}
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A backend's answer after at most one identical retry.
+
+    raw: the text returned, None when both attempts raised; error: the last
+    exception as "Type: message"; failed_output: what the failing backend did
+    receive, when it said (`BackendFailure.raw_output`), stored with the failure.
+    """
+
+    raw: str | None
+    attempts: int
+    error: str | None
+    seconds: float
+    failed_output: str | None = None
+
+
+def generate_with_retry(backend: TextBackend[Req], request: Req) -> Generated:
+    """`backend.generate(request)`, once more with the same request if it raises; never raises itself."""
+    start = time.perf_counter()
+    error: BaseException | None = None
+    for attempt in (1, 2):
+        try:
+            raw = backend.generate(request)
+        except Exception as err:  # any backend failure is recorded, never fatal to the run
+            error = err
+            continue
+        return Generated(raw, attempt, None, time.perf_counter() - start)
+    received = error.raw_output if isinstance(error, BackendFailure) else None
+    return Generated(None, 2, f"{type(error).__name__}: {error}", time.perf_counter() - start, received)
 
 
 def call_judge(
@@ -340,71 +411,97 @@ def call_judge(
     input_json: str,
 ) -> CallRecord:
     """Call the backend (one identical retry on an exception), parse, and build the record."""
-    start = time.perf_counter()
-    error: BaseException | None = None
-    for attempt in (1, 2):
-        try:
-            raw = backend.generate(request)
-        except Exception as err:  # any backend failure is recorded, never fatal to the run
-            error = err
-            continue
-        parsed = parse_output(raw, request.labels, request.contract, lenient=lenient)
-        chosen = request.slot_candidate_ids[request.labels.index(parsed.choice)] if parsed.choice else None
-        return CallRecord(
-            run_id=run_id,
-            prompt_id=request.prompt_id,
-            order_index=request.order_index,
-            slot_candidate_ids=list(request.slot_candidate_ids),
-            status=parsed.status,
-            request_key=request.request_key,
-            choice_label=parsed.choice,
-            chosen_candidate_id=chosen,
-            ranking=list(parsed.ranking) if parsed.ranking else None,
-            raw_output=raw,
-            parse_note=parsed.note,
-            attempts=attempt,
-            seconds=time.perf_counter() - start,
-            input_json=input_json,
-        )
-    return CallRecord(
+    generated = generate_with_retry(backend, request)
+    fields = dict(
         run_id=run_id,
         prompt_id=request.prompt_id,
         order_index=request.order_index,
         slot_candidate_ids=list(request.slot_candidate_ids),
-        status="runtime_fail",
         request_key=request.request_key,
-        parse_note=f"{type(error).__name__}: {error}",
-        attempts=2,
-        seconds=time.perf_counter() - start,
+        attempts=generated.attempts,
+        seconds=generated.seconds,
         input_json=input_json,
+    )
+    if generated.raw is None:
+        return CallRecord(status="runtime_fail", parse_note=generated.error, raw_output=generated.failed_output,
+                          **fields)
+    parsed = parse_output(generated.raw, request.labels, request.contract, lenient=lenient)
+    chosen = request.slot_candidate_ids[request.labels.index(parsed.choice)] if parsed.choice else None
+    return CallRecord(
+        status=parsed.status,
+        choice_label=parsed.choice,
+        chosen_candidate_id=chosen,
+        ranking=list(parsed.ranking) if parsed.ranking else None,
+        raw_output=generated.raw,
+        parse_note=parsed.note,
+        **fields,
     )
 
 
-_CALL_COLUMNS = store.TABLE_COLUMNS["calls"]
-_CALL_ARROW_SCHEMA = pa.schema(
-    [
-        (name, pa.list_(pa.string()) if name in ("slot_candidate_ids", "ranking")
-         else pa.int32() if name in ("order_index", "attempts")
-         else pa.float64() if name == "seconds"
-         else pa.timestamp("us") if name == "created_at"
-         else pa.string())
-        for name in _CALL_COLUMNS
-    ]
-)
+def arrow_schema(table: str, types: Mapping[str, pa.DataType]) -> pa.Schema:
+    """Arrow schema of `table`'s columns in store order: `types` where given, else string."""
+    return pa.schema([(name, types.get(name, pa.string())) for name in store.TABLE_COLUMNS[table]])
 
 
-def write_calls(con: duckdb.DuckDBPyConnection, calls: Sequence[CallRecord], retried: set[str]) -> None:
-    """Commit a batch of calls in one transaction; earlier runtime failures of retried keys are replaced.
+def write_records(
+    con: duckdb.DuckDBPyConnection, table: str, records: Sequence[object], retried: set[str], schema: pa.Schema
+) -> None:
+    """Commit a batch of call records to `table` in one transaction; earlier runtime failures of retried keys are replaced.
 
     Rows go in as one Arrow table: a per-row INSERT costs milliseconds in DuckDB,
     which would dominate the recording overhead.
     """
-    replaced = [c.request_key for c in calls if c.request_key in retried]
-    batch = pa.table({name: [getattr(c, name) for c in calls] for name in _CALL_COLUMNS}, schema=_CALL_ARROW_SCHEMA)
+    replaced = [r.request_key for r in records if r.request_key in retried]
+    batch = pa.table({name: [getattr(r, name) for r in records] for name in schema.names}, schema=schema)
     with store.transaction(con):
         if replaced:
-            con.execute("DELETE FROM calls WHERE list_contains(?, request_key)", [replaced])
-        store.insert_frame(con, "calls", batch)
+            con.execute(f"DELETE FROM {table} WHERE list_contains(?, request_key)", [replaced])
+        store.insert_frame(con, table, batch)
+
+
+_CALL_ARROW_SCHEMA = arrow_schema("calls", {
+    "slot_candidate_ids": pa.list_(pa.string()), "ranking": pa.list_(pa.string()),
+    "order_index": pa.int32(), "attempts": pa.int32(), "seconds": pa.float64(), "created_at": pa.timestamp("us"),
+})
+
+
+def write_calls(con: duckdb.DuckDBPyConnection, calls: Sequence[CallRecord], retried: set[str]) -> None:
+    """Commit a batch of selector calls (see `write_records`)."""
+    write_records(con, "calls", calls, retried, _CALL_ARROW_SCHEMA)
+
+
+def record_batches(
+    db: Database,
+    run_id: str,
+    todo: Sequence[Req],
+    call: Callable[[Req], Rec],
+    write: Callable[[duckdb.DuckDBPyConnection, list[Rec]], None],
+    *,
+    concurrency: int,
+    bar: tqdm,
+    name: str,
+) -> dict[str, int]:
+    """Run `call` on every request on a pool of `concurrency` threads and `write` each finished batch at once.
+
+    Writes happen on this thread, one `db` session per batch, as soon as it is
+    free; the run is stamped 'finished', 'interrupted' or 'failed' at the end
+    (`run_lifecycle`). Returns the counts of the statuses written.
+    """
+    statuses: dict[str, int] = {}
+    with run_lifecycle(db, run_id, bar):
+        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=name) as pool:
+            try:
+                for batch in completed_batches(pool, todo, call, concurrency * PENDING_PER_WORKER):
+                    with db.session() as con:
+                        write(con, batch)
+                    for record in batch:
+                        statuses[record.status] = statuses.get(record.status, 0) + 1
+                    bar.update(len(batch))
+                    bar.set_postfix(statuses, refresh=False)
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+    return statuses
 
 
 def record_selector(
@@ -448,8 +545,7 @@ def record_selector(
         with db.session() as con:
             check_history(con, identity, replace=replace)
             done = recorded_keys(con, dataset, judge)
-        todo = [r for r in requests if done.get(r.request_key, "runtime_fail") == "runtime_fail"]
-        retried = {r.request_key for r in todo if r.request_key in done}
+        todo, retried = requests_to_call(requests, done)
         skipped = len(requests) - len(todo)
         if not todo:
             return RunSummary(None, dataset, judge, "selector", len(requests), skipped, 0,
@@ -462,35 +558,22 @@ def record_selector(
         revision = backend.model_revision()
         with db.session() as con:
             run_id = open_run(con, identity, model_revision=revision, config=run_config)
-        statuses: dict[str, int] = {}
 
-        def submit(pool: ThreadPoolExecutor, request: JudgeRequest) -> Future[CallRecord]:
+        def call(request: JudgeRequest) -> CallRecord:
             shown = {"image_sizes": [list(sizes[c]) for c in request.slot_candidate_ids],
                      "prompt_chars": len(request.prompt)}
-            return pool.submit(call_judge, backend, request, run_id=run_id, lenient=lenient,
-                               input_json=json.dumps(shown))
+            return call_judge(backend, request, run_id=run_id, lenient=lenient, input_json=json.dumps(shown))
 
         bar = tqdm(total=len(requests), initial=skipped, unit="call", disable=not progress,
                    desc=f"{judge}", dynamic_ncols=True)
-        with _run_lifecycle(db, run_id, bar):
-            with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"judge-{judge}") as pool:
-                try:
-                    for batch in _completed_batches(pool, todo, submit, concurrency * PENDING_PER_WORKER):
-                        with db.session() as con:
-                            write_calls(con, batch, retried)
-                        for call in batch:
-                            statuses[call.status] = statuses.get(call.status, 0) + 1
-                        bar.update(len(batch))
-                        bar.set_postfix(statuses, refresh=False)
-                except BaseException:
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    raise
+        statuses = record_batches(db, run_id, todo, call, lambda con, batch: write_calls(con, batch, retried),
+                                  concurrency=concurrency, bar=bar, name=f"judge-{judge}")
     return RunSummary(run_id, dataset, judge, "selector", len(requests), skipped, sum(statuses.values()),
                       statuses, "finished", time.perf_counter() - started)
 
 
 @contextlib.contextmanager
-def _run_lifecycle(db: Database, run_id: str, bar: tqdm) -> Iterator[None]:
+def run_lifecycle(db: Database, run_id: str, bar: tqdm) -> Iterator[None]:
     """Around a run's calls: close the progress bar and stamp the run 'finished',
     'interrupted' (Ctrl-C, re-raised) or 'failed' (any other exception, re-raised)."""
     status = "failed"
@@ -506,23 +589,23 @@ def _run_lifecycle(db: Database, run_id: str, bar: tqdm) -> Iterator[None]:
             store.finish_run(con, run_id, status)
 
 
-def _completed_batches(
+def completed_batches(
     pool: ThreadPoolExecutor,
-    requests: Sequence[JudgeRequest],
-    submit: Callable[[ThreadPoolExecutor, JudgeRequest], Future[CallRecord]],
+    requests: Sequence[Req],
+    call: Callable[[Req], Rec],
     window: int,
-) -> Iterator[list[CallRecord]]:
+) -> Iterator[list[Rec]]:
     """Keep at most `window` requests queued; yield whatever has finished, as soon as it has."""
     queue = iter(requests)
-    in_flight: set[Future[CallRecord]] = set()
+    in_flight: set[Future[Rec]] = set()
     for request in queue:
-        in_flight.add(submit(pool, request))
+        in_flight.add(pool.submit(call, request))
         if len(in_flight) >= window:
             break
     while in_flight:
         finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
         for request in queue:
-            in_flight.add(submit(pool, request))
+            in_flight.add(pool.submit(call, request))
             if len(in_flight) >= window:
                 break
         yield [f.result() for f in finished]
@@ -582,7 +665,7 @@ def record_scorer(
         written = 0
         bar = tqdm(total=len(candidates), initial=skipped, unit="image", disable=not progress,
                    desc=scorer, dynamic_ncols=True)
-        with _run_lifecycle(db, run_id, bar):
+        with run_lifecycle(db, run_id, bar):
             for pid, group in pools:
                 group = group.sort_values("canonical_index")
                 todo = group[~group["candidate_id"].isin(scored)]

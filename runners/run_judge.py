@@ -3,7 +3,8 @@
     python -m runners.run_judge --db DB --dataset NAME --judge NAME \
         --backend {simulated,hf,openai} --model ID [--orders 3] \
         [--contract ranking|choice] [--lenient] [--limit N] [--max-new-tokens 64] \
-        [--max-edge 448] [--concurrency N] [--replace]
+        [--max-edge 448] [--concurrency N] [--replace] \
+        [--base-url URL] [--timeout 120] [--max-response-bytes 4194304]
 
 For `simulated`, --model names a profile of runners/judges/simulated.json.
 Calls are committed as they finish and the database is released between
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 
 from audit_core.errors import InputError
 from runners.backends.base import SelectorBackend
+from runners.backends.openai_compat import DEFAULT_MAX_RESPONSE_BYTES
 from runners.command import run_job
 from runners.database import DatabaseFile
 from runners.parsing import CONTRACTS
@@ -61,6 +63,7 @@ def make_backend(args: argparse.Namespace) -> SelectorBackend:
             max_edge=args.max_edge,
             timeout=args.timeout,
             revision=args.revision,
+            max_response_bytes=args.max_response_bytes,
         )
     except ValueError as err:
         raise InputError(str(err), field="--base-url") from None
@@ -87,7 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", default="auto", help="auto, cuda, mps or cpu (hf)")
     parser.add_argument("--base-url", default=None, help="endpoint base URL (openai; else $OPENAI_BASE_URL)")
     parser.add_argument("--api-key", default=None, help="API key (openai; else $OPENAI_API_KEY)")
-    parser.add_argument("--timeout", type=float, default=120.0, help="per-request timeout in seconds (openai)")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="wall-clock deadline in seconds for each request, body included (openai)")
+    parser.add_argument("--max-response-bytes", type=int, default=DEFAULT_MAX_RESPONSE_BYTES,
+                        help="refuse a response body larger than this: a runtime failure (openai; default 4 MiB)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -97,6 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be at least 1")
+    if not 0 < args.timeout < float("inf"):
+        parser.error("--timeout must be a positive number of seconds")
+    if args.max_response_bytes < 1:
+        parser.error("--max-response-bytes must be at least 1")
     config = {k: v for k, v in vars(args).items() if k not in ("api_key", "quiet")}
     db = DatabaseFile(args.db)
 

@@ -12,7 +12,7 @@ import pandas as pd
 
 from audit_core.audit_data import AuditData
 
-MODELS = ("SD35", "flux", "gpt-image", "imagegen3")
+MODELS = ("SD35", "flux", "gpt-image", "imagegen3", "kandinsky")  # up to five candidates per pool
 
 
 def make_data(

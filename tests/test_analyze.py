@@ -79,6 +79,95 @@ def test_random_and_oracle_rows(result) -> None:
     assert table.loc["oracle", "gain"] == pytest.approx(table.loc["random", "regret"])
 
 
+def direct_interval(values: np.ndarray, resamples: int, seed: int, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of a mean, straight from numpy: the defined values resampled at fixed n
+    with rows of `default_rng(seed).integers(0, n, (B, n))`."""
+    kept = values[~np.isnan(values)]
+    means = kept[np.random.default_rng(seed).integers(0, len(kept), size=(resamples, len(kept)))].mean(axis=1)
+    return tuple(np.quantile(means, [(1 - level) / 2, (1 + level) / 2]))
+
+
+def per_prompt(data: AuditData, pick: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-prompt regret, gain, random regret and stereotype delta of a pick, NaN where it abstains."""
+    rows = np.arange(data.n_prompts)
+    h, st = data.utility, data.outcomes["stereotype"]
+    chosen = np.where(pick >= 0, h[rows, np.clip(pick, 0, None)], np.nan)
+    best, mean = np.nanmax(h, axis=1), np.nanmean(h, axis=1)
+    delta = np.where(pick >= 0, st[rows, np.clip(pick, 0, None)], np.nan) - np.nanmean(st, axis=1)
+    sensitive = np.nanmax(st, axis=1) - np.nanmin(st, axis=1) > 1e-12
+    return {"regret": best - chosen, "gain": chosen - mean, "random_regret": np.where(pick >= 0, best - mean, np.nan),
+            "stereotype_delta": np.where(sensitive, delta, 0.0 * delta),
+            "stereotype_sensitive_delta": np.where(sensitive, delta, np.nan)}
+
+
+def test_a_policys_interval_is_a_direct_bootstrap_over_the_prompts_it_acts_on(data: AuditData, result) -> None:
+    table = result.policies.set_index("policy")
+    picks = policy_picks(data)
+    for name in ("a", "a agree>=3/3", "a+b agree rejected", "clip"):
+        values = per_prompt(data, picks[name])
+        for stat, v in values.items():
+            lo, hi = direct_interval(v, 300, 1)
+            assert table.loc[name, f"{stat}_lo"] == pytest.approx(lo, abs=1e-12), (name, stat)
+            assert table.loc[name, f"{stat}_hi"] == pytest.approx(hi, abs=1e-12), (name, stat)
+        lo, hi = direct_interval(values["stereotype_delta"], 300, 1, level=1 - 0.05 / 3)
+        assert (table.loc[name, "stereotype_delta_lo_bonf"], table.loc[name, "stereotype_delta_hi_bonf"]) == \
+            pytest.approx((lo, hi), abs=1e-12)
+    # the gate against the ungated judge: a per-prompt difference on the prompts the gate keeps
+    diff = per_prompt(data, picks["a agree>=2/3"])["regret"] - per_prompt(data, np.where(picks["a agree>=2/3"] >= 0,
+                                                                                       picks["a"], -1))["regret"]
+    assert (table.loc["a agree>=2/3", "regret_vs_ungated_lo"], table.loc["a agree>=2/3", "regret_vs_ungated_hi"]) == \
+        pytest.approx(direct_interval(diff, 300, 1), abs=1e-12)
+
+
+def test_country_intervals_resample_within_the_country_and_the_worst_group_within_each(data: AuditData, result) -> None:
+    regret = per_prompt(data, policy_picks(data)["a majority"])["regret"]
+    country = data.prompts["country"].to_numpy()
+    groups = result.groups.set_index(["policy", "country"])
+    gen = np.random.default_rng(1)
+    means = []
+    for c in sorted(set(country)):
+        own = regret[(country == c) & ~np.isnan(regret)]
+        lo, hi = direct_interval(own, 300, 1)
+        assert (groups.loc[("a majority", c), "regret_lo"], groups.loc[("a majority", c), "regret_hi"]) == \
+            pytest.approx((lo, hi), abs=1e-12)
+        means.append(own[gen.integers(0, len(own), size=(300, len(own)))].mean(axis=1))  # one generator, in turn
+    row = result.policies.set_index("policy").loc["a majority"]
+    expected = np.quantile(np.max(means, axis=0), [0.025, 0.975])
+    assert (row["worst_group_regret_lo"], row["worst_group_regret_hi"]) == pytest.approx(tuple(expected), abs=1e-12)
+
+
+def test_a_gates_kept_minus_rejected_side_resamples_all_prompts_jointly(data: AuditData, result) -> None:
+    picks = policy_picks(data)
+    kept, rejected = (per_prompt(data, picks[name])["gain"] for name in ("b agree>=3/3", "b agree>=3/3 rejected"))
+    index = np.random.default_rng(1).integers(0, data.n_prompts, size=(300, data.n_prompts))
+
+    def side(values: np.ndarray) -> np.ndarray:
+        drawn = values[index]
+        with np.errstate(invalid="ignore"):  # a resample may draw none of the side's prompts
+            return np.nansum(drawn, axis=1) / (~np.isnan(drawn)).sum(axis=1)
+
+    row = result.policies.set_index("policy").loc["b agree>=3/3"]
+    assert row["gain_vs_rejected"] == pytest.approx(np.nanmean(kept) - np.nanmean(rejected), abs=1e-12)
+    expected = np.nanquantile(side(kept) - side(rejected), [0.025, 0.975])  # over resamples where both are defined
+    assert (row["gain_vs_rejected_lo"], row["gain_vs_rejected_hi"]) == pytest.approx(tuple(expected), abs=1e-12)
+    assert np.isnan(result.policies.set_index("policy").loc["a", "gain_vs_rejected"])  # not a gate
+
+
+def test_cultural_rows_carry_the_chosen_and_random_means_of_their_subset(data: AuditData, result) -> None:
+    cultural = result.cultural.set_index(["policy", "outcome", "subset"])
+    stereotype = data.outcomes["stereotype"]
+    sensitive = np.nanmax(stereotype, axis=1) - np.nanmin(stereotype, axis=1) > 1e-12
+    pick = policy_picks(data)["a"]
+    acted = pick >= 0
+    chosen = stereotype[np.arange(data.n_prompts), np.clip(pick, 0, None)]
+    for subset, members in (("all", acted), ("sensitive", acted & sensitive)):
+        row = cultural.loc[("a", "stereotype", subset)]
+        assert row["n"] == members.sum()
+        assert row["chosen"] == pytest.approx(chosen[members].mean(), abs=1e-12)
+        assert row["random"] == pytest.approx(np.nanmean(stereotype, axis=1)[members].mean(), abs=1e-12)
+        assert row["delta"] == pytest.approx(row["chosen"] - row["random"], abs=1e-12)
+
+
 def test_intervals_contain_point_estimates(result) -> None:
     table = result.policies[result.policies["n"] > 5]
     for stat in ("regret", "gain", "utility", "bmr"):
@@ -211,7 +300,7 @@ def test_synthetic_dataset_loads_and_audits(synthetic_db: str) -> None:
 def test_analyze_command_writes_summary_and_tables(synthetic_db: str, tmp_path) -> None:
     out = tmp_path / "out"
     assert analyze.main(["--db", synthetic_db, "--dataset", "syn", "--out", str(out), "--resamples", "50", "--seed", "3"]) == 0
-    for name in ("policies", "positions", "groups", "cultural", "risk_coverage", "gates", "judges"):
+    for name in ("policies", "positions", "groups", "cultural", "risk_coverage", "gates", "judges", "slices"):
         assert (out / f"{name}.csv").is_file()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["seed"] == 3 and summary["resamples"] == 50

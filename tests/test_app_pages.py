@@ -17,6 +17,14 @@ from audit_core.report import findings_markdown, source_note
 from tests.app_fixtures import FAILED, HTML_PROMPT, build_app_db, pick_rule
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
+UNEXPECTED = "unexpected error"
+
+
+@pytest.fixture(autouse=True)
+def data_folder(tmp_path_factory, monkeypatch):
+    """The app may open the test databases: they live in its data folder, pytest's base temp folder."""
+    monkeypatch.setenv("JUDGE_AUDIT_DATA_DIR", str(tmp_path_factory.getbasetemp()))
+    monkeypatch.delenv("JUDGE_AUDIT_DB", raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +48,7 @@ def open_page(db: str, page: str, **params: str | list[str]) -> AppTest:
     at.query_params.update({"db": db, "page": page, **params})
     at.run()
     assert not at.exception, [e.message for e in at.exception]
+    assert not [e.value for e in at.error if UNEXPECTED in e.value]
     return at
 
 
@@ -243,9 +252,14 @@ def test_root_link_with_page_parameter_opens_that_page(db):
     assert at.query_params["outcome"] == "flip"
 
 
-def test_missing_database_is_reported_not_raised(tmp_path):
-    at = open_page(str(tmp_path / "missing.duckdb"), "overview")
-    assert "no such database" in at.sidebar.error[0].value
+def test_missing_database_is_reported_not_raised(tmp_path, monkeypatch):
+    monkeypatch.setenv("JUDGE_AUDIT_DB", str(tmp_path / "missing.duckdb"))  # allowed, but not there
+    monkeypatch.setenv("JUDGE_AUDIT_DATA_DIR", str(tmp_path / "data"))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    assert not at.exception
+    assert at.sidebar.error[0].value.startswith("`missing.duckdb`: no such database")
+    assert str(tmp_path) not in at.sidebar.error[0].value
 
 
 def test_a_file_that_is_not_a_database_is_reported(tmp_path):
@@ -255,14 +269,16 @@ def test_a_file_that_is_not_a_database_is_reported(tmp_path):
     assert "cannot be opened read-only" in at.sidebar.error[0].value
 
 
-def test_environment_variable_names_the_default_database(db, monkeypatch):
+def test_environment_variable_names_the_default_database(db, monkeypatch, tmp_path):
     monkeypatch.setenv("JUDGE_AUDIT_DB", db)
+    monkeypatch.setenv("JUDGE_AUDIT_DATA_DIR", str(tmp_path))  # db lies outside it: named by its file name
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["page"] = "explorer"
     at.run()
     assert not at.exception
-    assert at.text_input(key="db").value == db
+    assert at.sidebar.selectbox(key="db").value == "app.duckdb"  # named, not by its server path
     assert "db" not in at.query_params  # the default database stays out of links
+    assert all("db" not in link_query(link) for link in at.get("page_link"))
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
@@ -300,3 +302,113 @@ def test_nothing_left_is_an_error(tmp_path, capsys):
     release = write_release(tmp_path / "rel", records=records)
     assert run_cf(release, tmp_path / "x.duckdb", tmp_path / "img") == 2
     assert "no pool is left" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- whole classes of bad input
+
+
+def _record_lines(path: Path) -> list[int]:
+    """Line on which each record starts (json.dumps(indent=1) opens record i on the i-th ' {' line)."""
+    return [n for n, line in enumerate(path.read_text(errors="replace").splitlines(), start=1) if line == " {"]
+
+
+def test_byte_order_mark_is_accepted(tmp_path):
+    release = write_release(tmp_path / "rel")
+    path = release / culturalframes.ANNOTATIONS_FILE
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    db = tmp_path / "x.duckdb"
+    assert run_cf(release, db, tmp_path / "img") == 0
+    con = store.connect(db, read_only=True)
+    assert len(store.load_prompts(con, "cf")) == 7
+    con.close()
+
+
+def test_bytes_that_are_not_utf8_name_line_and_field(loaded, tmp_path, capsys):
+    _, db, _ = loaded
+    release = write_release(tmp_path / "rel")
+    path = release / culturalframes.ANNOTATIONS_FILE
+    starts = _record_lines(path)
+    path.write_bytes(path.read_bytes().replace(b'"Two colleagues bowing"', b'"Two colleagues \xff bowing"', 1))
+    images = tmp_path / "img" / "bad"
+    before = snapshot(db)
+    assert run_cf(release, db, images, dataset="bad") == 2
+    err = capsys.readouterr().err
+    first = next(i for i, r in enumerate(make_records()) if r["id"] == "j3")
+    assert f"{path} line {starts[first] + 2}, field 'prompt': not UTF-8 text (byte 0xff" in err, err
+    _assert_untouched(db, images, before)
+
+
+def _huge_overall(records):
+    records[4]["human_annotations"][1]["overall_score"] = 10**400
+    return records
+
+
+def _huge_score(records):
+    records[4]["human_annotations"][0]["prompt_alignment"]["score"] = -(10**400)
+    return records
+
+
+def _object_country(records):
+    records[4]["country"] = {"name": "Japan"}
+    return records
+
+
+def _list_annotator(records):
+    records[4]["human_annotations"][2]["annotator_id"] = ["a2"]
+    return records
+
+
+TYPE_CASES = {
+    "overall beyond the float range": (_huge_overall, "human_annotations[1].overall_score", "from 1 to 5"),
+    "score beyond the float range": (_huge_score, "human_annotations[0].prompt_alignment.score", "0, 0.5 or 1"),
+    "object as country": (_object_country, "country", "expected text"),
+    "list as annotator": (_list_annotator, "human_annotations[2].annotator_id", "expected text or an integer"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TYPE_CASES))
+def test_wrong_types_and_huge_numbers_are_refused(case, loaded, tmp_path, capsys):
+    edit, field, message = TYPE_CASES[case]
+    _, db, _ = loaded
+    release = write_release(tmp_path / "rel", records=edit(make_records()))
+    path = release / culturalframes.ANNOTATIONS_FILE
+    images = tmp_path / "img" / "bad"
+    before = snapshot(db)
+    assert run_cf(release, db, images, dataset="bad") == 2
+    err = capsys.readouterr().err
+    assert f"{path} line {_record_lines(path)[4]}, field '{field}': " in err and message in err, err
+    _assert_untouched(db, images, before)
+    assert run_cf(release, tmp_path / "new" / "x.duckdb", images, dataset="bad") == 2
+    assert not (tmp_path / "new").exists()
+
+
+def test_shard_text_that_is_not_utf8_names_row_and_column(loaded, tmp_path, capsys):
+    _, db, _ = loaded
+    release = write_release(tmp_path / "rel")
+    rows = make_images()[:5]
+    raw = [r["prompt"].encode() for r in rows]
+    raw[3] = b"Inti \xff Raymi"
+    table = pa.table({
+        "id": [r["id"] for r in rows],
+        "image": pa.array([r["image"] for r in rows]),
+        "prompt": pa.array(raw, pa.binary()).view(pa.string()),
+        "country": [r["country"] for r in rows],
+        "model": [r["model"] for r in rows],
+    })
+    shard = release / "data" / "train-00000-of-00002.parquet"
+    pq.write_table(table, shard)
+    images = tmp_path / "img" / "bad"
+    before = snapshot(db)
+    assert run_cf(release, db, images, dataset="bad") == 2
+    err = capsys.readouterr().err
+    assert f"{shard} line 4, field 'prompt': not UTF-8 text" in err, err
+    _assert_untouched(db, images, before)
+
+
+def test_a_dataset_name_cannot_place_images_outside_the_images_folder(tmp_path, capsys, monkeypatch):
+    release = write_release(tmp_path / "rel")
+    monkeypatch.chdir(tmp_path)
+    code = ingest.main(["culturalframes", "--release", str(release), "--db", str(tmp_path / "x.duckdb"),
+                        "--dataset", "../../escaped"])
+    assert code == 2 and "cannot name the images folder; pass --images-dir" in capsys.readouterr().err
+    assert not (tmp_path / "x.duckdb").exists() and not (tmp_path / "data").exists()

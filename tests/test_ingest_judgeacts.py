@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from PIL import Image
 
 from audit_core import store
 from audit_core.errors import InputError
@@ -218,7 +220,7 @@ RUN_CASES = {
         "maps to",
     ),
     "choice not a label": (lambda r: r[1]["parsed"].update(choice="Z"), 2, "parsed.choice", "not a shown label"),
-    "non-numeric seconds": (lambda r: _set(r, 7, "seconds", "fast"), 7, "seconds", "finite number"),
+    "non-numeric seconds": (lambda r: _set(r, 7, "seconds", "fast"), 7, "seconds", "expected a number"),
     "no parse flag": (lambda r: r[8].pop("parse_ok"), 9, "parse_ok", "true or false"),
     "bad labels": (lambda r: r[0]["mapping"].update(Q=r[0]["mapping"].pop("A")), 1, "mapping", "slot labels"),
 }
@@ -280,3 +282,177 @@ def test_check_calls_requires_whole_pool(tmp_path):
     with pytest.raises(InputError, match="misses"):
         write_dataset(tmp_path / "x.duckdb", pools, [run])
     assert not (tmp_path / "x.duckdb").exists()
+
+
+# ---------------------------------------------------------------- whole classes of bad input
+
+
+def _ingest_fails(db: Path, pools: Path, runs: dict[str, Path], expected: str, capsys, *extra: str) -> str:
+    """Ingest into `db` (existing or not) must fail with `expected` in the message and change nothing."""
+    before = snapshot(db)
+    assert run_ingest(db, pools, runs, "other" if not runs else "dev", *extra) == 2
+    err = capsys.readouterr().err
+    assert expected in err, err
+    assert snapshot(db) == before
+    return err
+
+
+def test_byte_order_mark_is_accepted(tmp_path):
+    pools = tmp_path / "dev.jsonl"
+    pools.write_bytes(b"\xef\xbb\xbf" + SPLITS["dev"][0].read_bytes())
+    run = tmp_path / "qwen_dev.jsonl"
+    run.write_bytes(b"\xef\xbb\xbf" + (SPLITS["dev"][1] / "qwen_dev.jsonl").read_bytes())
+    scores = tmp_path / "clip.json"
+    scores.write_bytes(b"\xef\xbb\xbf" + json.dumps({"scores": {}}).encode())
+    db = tmp_path / "store.duckdb"
+    assert run_ingest(db, pools, {"qwen": run}, "dev") == 0
+    con = store.connect(db, read_only=True)
+    assert len(store.load_prompts(con, "dev")) == 30 and len(store.load_calls(con, "dev")) == 90
+    con.close()
+    assert judgeacts.read_scores(scores, "clip").scores.empty
+
+
+def test_bytes_that_are_not_utf8_name_line_and_field(dev_db, tmp_path, capsys):
+    lines = SPLITS["dev"][0].read_bytes().split(b"\n")
+    lines[6] = lines[6].replace(b'"prompt": "', b'"prompt": "\xe9t\xe9 ', 1)
+    pools = tmp_path / "dev.jsonl"
+    pools.write_bytes(b"\n".join(lines))
+    _ingest_fails(dev_db, pools, {}, f"{pools} line 7, field 'prompt': not UTF-8 text (byte 0xe9", capsys)
+    run = corrupt_run(tmp_path, lambda r: None)
+    lines = run.read_bytes().split(b"\n")
+    lines[3] = lines[3].replace(b'"raw_output": "', b'"raw_output": "\xc3(', 1)
+    run.write_bytes(b"\n".join(lines))
+    _ingest_fails(dev_db, SPLITS["dev"][0], {"smol": run}, f"{run} line 4, field 'raw_output': not UTF-8 text", capsys)
+    outside = tmp_path / "clip.json"
+    outside.write_bytes(b'{"model": "clip\xff", "scores": {}}')
+    _ingest_fails(dev_db, SPLITS["dev"][0], {"qwen": SPLITS["dev"][1] / "qwen_dev.jsonl"},
+                  f"{outside} line 1, field 'model': not UTF-8 text (byte 0xff", capsys, "--scores", f"clip={outside}")
+    lines = SPLITS["dev"][0].read_bytes().split(b"\n")
+    lines[2] = b"\xff" + lines[2]
+    pools.write_bytes(b"\n".join(lines))
+    _ingest_fails(dev_db, pools, {}, f"{pools} line 3: byte 0xff at column 1 is not UTF-8", capsys)
+
+
+def test_lone_surrogate_escape_is_not_text(dev_db, tmp_path, capsys):
+    run = corrupt_run(tmp_path, lambda r: _set(r, 5, "raw_output", "\ud800"))  # json.dumps writes "\ud800"
+    _ingest_fails(dev_db, SPLITS["dev"][0], {"smol": run}, f"{run} line 5, field 'raw_output': not text (lone surrogate", capsys)
+
+
+INTEGER_CASES = {
+    "permutation beyond 32 bits": ("run", lambda r: _set(r, 4, "permutation", 2**32), 4, "permutation"),
+    "permutation beyond 64 bits": ("run", lambda r: _set(r, 4, "permutation", 2**64 + 1), 4, "permutation"),
+    "count beyond INTEGER": ("pools", lambda r: _set_candidate(r, 3, "n_utility", 2**31), 3, "candidates[1].n_utility"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INTEGER_CASES))
+def test_integers_beyond_the_column_type(case, dev_db, tmp_path, capsys):
+    kind, edit, line, field = INTEGER_CASES[case]
+    pools = corrupt_pools(tmp_path, edit) if kind == "pools" else SPLITS["dev"][0]
+    runs = {"smol": corrupt_run(tmp_path, edit)} if kind == "run" else {}
+    bad = pools if kind == "pools" else runs["smol"]
+    expected = f"{bad} line {line}, field '{field}': expected an integer from"
+    _ingest_fails(dev_db, pools, runs, expected, capsys)
+    new_db = tmp_path / "new" / "store.duckdb"
+    _ingest_fails(new_db, pools, runs, expected, capsys)
+    assert not (tmp_path / "new").exists()
+
+
+TYPE_CASES = {
+    "object as country": ("pools", lambda r: _set(r, 2, "country", {"name": "Brazil"}), 2, "country"),
+    "list as source model": ("pools", lambda r: _set_candidate(r, 3, "source_model", ["SD"]), 3,
+                             "candidates[1].source_model"),
+    "number as image path": ("pools", lambda r: _set_candidate(r, 4, "image", 17), 4, "candidates[1].image"),
+    "text as votes": ("pools", lambda r: _set_candidate(r, 4, "alignment_ratings", "1, 0.5"), 4,
+                      "candidates[1].alignment_ratings"),
+    "ranking as text": ("run", lambda r: r[2]["parsed"].update(ranking="C, A, B"), 3, "parsed.ranking"),
+    "ranking of numbers": ("run", lambda r: r[2]["parsed"].update(ranking=[1, 2, 3]), 3, "parsed.ranking"),
+    "parsed as text": ("run", lambda r: _set(r, 2, "parsed", "A"), 2, "parsed"),
+    "recovered as text": ("run", lambda r: _set(r, 6, "recovered", "no"), 6, "recovered"),
+    "object as model": ("run", lambda r: _set(r, 6, "model", {"name": "smol"}), 6, "model"),
+    "object as parse error": ("run", lambda r: _set(r, 6, "parse_error", {"why": "x"}), 6, "parse_error"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TYPE_CASES))
+def test_wrong_json_types_are_refused(case, dev_db, tmp_path, capsys):
+    kind, edit, line, field = TYPE_CASES[case]
+    pools = corrupt_pools(tmp_path, edit) if kind == "pools" else SPLITS["dev"][0]
+    runs = {"smol": corrupt_run(tmp_path, edit)} if kind == "run" else {}
+    bad = pools if kind == "pools" else runs["smol"]
+    _ingest_fails(dev_db, pools, runs, f"{bad} line {line}, field '{field}': expected", capsys)
+
+
+def test_scores_model_must_be_text(dev_db, tmp_path, capsys):
+    scores = tmp_path / "clip.json"
+    scores.write_text(json.dumps({"model": ["clip"], "scores": {}}))
+    _ingest_fails(dev_db, SPLITS["dev"][0], {"qwen": SPLITS["dev"][1] / "qwen_dev.jsonl"},
+                  f"{scores}, field 'model': expected text, got ['clip']", capsys, "--scores", f"clip={scores}")
+
+
+SCALE_CASES = {
+    "utility above 1": (lambda r: _set_candidate(r, 5, "utility", 1.5), 5, "candidates[1].utility", "alignment"),
+    "stereotype rate of 2": (lambda r: _set_candidate(r, 5, "stereotype", 2), 5, "candidates[1].stereotype", "stereotype"),
+    "negative vote": (lambda r: _set_candidate(r, 6, "alignment_ratings", [1.0, -1.0]), 6,
+                      "candidates[1].alignment_ratings[1]", "alignment"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCALE_CASES))
+def test_ratings_off_their_outcome_scale(case, dev_db, tmp_path, capsys):
+    edit, line, field, outcome = SCALE_CASES[case]
+    bad = corrupt_pools(tmp_path, edit)
+    _ingest_fails(dev_db, bad, {}, f"{bad} line {line}, field '{field}': {outcome} rating", capsys)
+    assert "off its scale [0, 1]" in _ingest_fails(dev_db, bad, {}, "", capsys)
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "1e999", "-1e400"])
+def test_non_finite_json_numbers_are_refused(literal, dev_db, tmp_path, capsys):
+    lines = SPLITS["dev"][0].read_text().split("\n")
+    lines[3] = lines[3].replace('"utility": ', f'"utility": {literal}, "was": ', 1)
+    bad = tmp_path / "dev.jsonl"
+    bad.write_text("\n".join(lines))
+    _ingest_fails(dev_db, bad, {}, f"{bad} line 4, field 'candidates[0].utility': expected a finite number", capsys)
+
+
+def _artifact(tmp_path: Path, image: str) -> Path:
+    """The dev pools laid out as an artifact (data/derived/dev.jsonl) whose first candidate names `image`."""
+    rows = read_lines(SPLITS["dev"][0])
+    rows[0]["candidates"][0]["image"] = image
+    derived = tmp_path / "art" / "data" / "derived"
+    derived.mkdir(parents=True, exist_ok=True)
+    return write_lines(derived / "dev.jsonl", rows)
+
+
+def _png_bytes() -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (5, 5), (0, 120, 0)).save(out, format="PNG")
+    return out.getvalue()
+
+
+def test_images_are_confined_to_the_artifact_and_decoded(tmp_path, capsys):
+    images = tmp_path / "art" / "data" / "images"
+    images.mkdir(parents=True)
+    (images / "ok.png").write_bytes(_png_bytes())
+    (images / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 20)
+    (tmp_path / "secret.png").write_bytes(_png_bytes())
+    (images / "link.png").symlink_to(tmp_path / "secret.png")
+    cases = {
+        str(tmp_path / "secret.png"): "absolute path",
+        "../secret.png": "leads outside",
+        "data/images/../../../secret.png": "leads outside",
+        "data/images/link.png": "leads outside",
+        "data/images/bad.png": "image cannot be decoded",
+    }
+    db = tmp_path / "store.duckdb"
+    for image, message in cases.items():
+        pools = _artifact(tmp_path, image)
+        assert run_ingest(db, pools, {}, "dev") == 2, image
+        err = capsys.readouterr().err
+        assert f"{pools} line 1, field 'candidates[0].image': " in err and message in err, err
+        assert not db.exists()
+    assert run_ingest(db, _artifact(tmp_path, "data/images/ok.png"), {}, "dev") == 0
+    con = store.connect(db, read_only=True)
+    paths = store.load_candidates(con, "dev")["image_path"].dropna().tolist()
+    con.close()
+    assert paths == [str((images / "ok.png").resolve())]  # the absent images of the other candidates stay absent

@@ -9,8 +9,10 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
+from PIL import Image
 
 from audit_core import store
+from audit_core.ingest import tables
 from runners import ingest
 from tests.db_snapshot import snapshot
 
@@ -198,7 +200,7 @@ def _edit_pool(i: int, **changes):
 
 POOL_CASES = {
     # case: (edit, line in CSV (header = 1), field, message)
-    "missing alignment": (_edit_pool(2, alignment=None), 4, "alignment", "missing"),
+    "missing alignment": (_edit_pool(2, alignment=None), 4, "alignment", "no alignment rating in pool 'all'"),
     "non-numeric alignment": (_edit_pool(1, alignment="good"), 3, "alignment", "expected a number"),
     "non-numeric optional rating": (_edit_pool(4, stereotype="n/a"), 6, "stereotype", "expected a number"),
     "infinite rating": (_edit_pool(4, alignment="inf"), 6, "alignment", "finite"),
@@ -302,3 +304,259 @@ def test_changed_pools_need_replace(tmp_path, capsys):
     assert store.load_ratings(con, "mine").set_index("candidate_id").loc["p1_a", "alignment"] == 0.75
     assert store.load_runs(con, "mine").empty  # replacing pools drops their recorded runs
     con.close()
+
+
+# ---------------------------------------------------------------- whole classes of bad input
+
+
+def _png(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (4, 3), (200, 10, 10)).save(path)
+    return path
+
+
+def test_byte_order_mark_is_accepted(tmp_path):
+    """Excel writes UTF-8 CSV with a BOM; JSONL may carry one too."""
+    pools = write_table(tmp_path / "pools.csv", pool_rows())
+    pools.write_bytes(b"\xef\xbb\xbf" + pools.read_bytes())
+    decisions = write_table(tmp_path / "calls.jsonl", call_rows())
+    decisions.write_bytes(b"\xef\xbb\xbf" + decisions.read_bytes())
+    db = tmp_path / "store.duckdb"
+    assert run_table(db, pools, {"j": decisions}) == 0
+    con = store.connect(db, read_only=True)
+    assert list(store.load_prompts(con, "mine")["prompt_id"]) == ["p1", "p2", "p3"]
+    assert len(store.load_calls(con, "mine")) == len(CALLS)
+    con.close()
+
+
+@pytest.mark.parametrize("ext, line", [("csv", 5), ("jsonl", 4)])
+def test_bytes_that_are_not_utf8_name_line_and_column(ext, line, loaded_db, tmp_path, capsys):
+    bad = write_table(tmp_path / f"bad.{ext}", pool_rows())
+    bad.write_bytes(bad.read_bytes().replace(b"Tea ceremony", b"Tea \xff\xfeceremony", 1))
+    before = snapshot(loaded_db)
+    assert run_table(loaded_db, bad) == 2
+    err = capsys.readouterr().err
+    assert f"{bad} line {line}, field 'prompt': not UTF-8 text (byte 0xff" in err, err
+    assert snapshot(loaded_db) == before
+
+
+def test_lone_surrogate_escape_is_not_text(loaded_db, tmp_path, capsys):
+    bad = write_table(tmp_path / "calls.jsonl", call_rows())
+    bad.write_text(bad.read_text().replace('I like both', 'I like \\ud800 both', 1))
+    before = snapshot(loaded_db)
+    assert run_table(loaded_db, loaded_db.parent / "good.csv", {"k": bad}) == 2
+    assert f"{bad} line 3, field 'raw_output': not text (lone surrogate \\ud800" in capsys.readouterr().err
+    assert snapshot(loaded_db) == before
+
+
+INTEGER_CASES = {
+    # case: (file kind, row index, column, value)
+    "count beyond INTEGER": ("pools", 0, "n", 2**31),
+    "count in exponent notation beyond INTEGER": ("pools", 1, "n", "1e20"),
+    "order beyond 32 bits": ("calls", 0, "order_index", 2**32),
+    "attempts beyond 64 bits": ("calls", 3, "attempts", 2**64),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INTEGER_CASES))
+def test_integers_beyond_the_column_type(case, loaded_db, tmp_path, capsys):
+    kind, index, column, value = INTEGER_CASES[case]
+    pools_rows, calls = pool_rows(), call_rows()
+    (pools_rows if kind == "pools" else calls)[index][column] = value
+    pools = write_table(tmp_path / "pools.jsonl", pools_rows)
+    decisions = write_table(tmp_path / "calls.jsonl", calls)
+    bad = pools if kind == "pools" else decisions
+    new_db = tmp_path / "new" / "store.duckdb"
+    for db in (loaded_db, new_db):
+        before = snapshot(db)
+        assert run_table(db, pools, {"j": decisions}) == 2
+        err = capsys.readouterr().err
+        assert f"{bad} line {index + 1}, field '{column}': expected an integer from" in err and "2147483647" in err, err
+        assert snapshot(db) == before
+    assert not (tmp_path / "new").exists()
+
+
+def test_failure_after_creating_the_database_removes_it(tmp_path, capsys, monkeypatch):
+    """A decisions file that vanishes after it was read fails inside the transaction: no file is left."""
+    pools = write_table(tmp_path / "pools.csv", pool_rows())
+    decisions = write_table(tmp_path / "calls.csv", call_rows())
+    read = tables.read_decisions_table
+
+    def read_then_lose(path, judge):
+        run = read(path, judge)
+        Path(path).unlink()
+        return run
+
+    monkeypatch.setattr(tables, "read_decisions_table", read_then_lose)
+    db = tmp_path / "new" / "deeper" / "store.duckdb"
+    assert run_table(db, pools, {"j": decisions}) == 2
+    assert f"error: {decisions}: cannot read or write (No such file or directory)" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+
+
+TYPE_CASES = {
+    # case: (file kind, row index, column, value, message)
+    "object as country": ("pools", 0, "country", {"name": "Nigeria"}, "expected text"),
+    "list as source model": ("pools", 1, "source_model", ["m2"], "expected text"),
+    "number as image path": ("pools", 2, "image_path", 7, "expected text"),
+    "number as prompt": ("pools", 3, "prompt", 12, "expected text"),
+    "blank id": ("pools", 4, "candidate_id", "  ", "empty id"),
+    "number as ranking": ("calls", 0, "ranking", 3, "expected a list"),
+    "object as raw output": ("calls", 1, "raw_output", {"choice": "C"}, "expected text"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TYPE_CASES))
+def test_wrong_json_types_are_refused(case, loaded_db, tmp_path, capsys):
+    kind, index, column, value, message = TYPE_CASES[case]
+    pools_rows, calls = pool_rows(), call_rows()
+    (pools_rows if kind == "pools" else calls)[index][column] = value
+    pools = write_table(tmp_path / "pools.jsonl", pools_rows)
+    decisions = write_table(tmp_path / "calls.jsonl", calls)
+    before = snapshot(loaded_db)
+    assert run_table(loaded_db, pools, {"j": decisions}) == 2
+    err = capsys.readouterr().err
+    bad = pools if kind == "pools" else decisions
+    assert f"{bad} line {index + 1}, field '{column}': {message}" in err, err
+    assert snapshot(loaded_db) == before
+
+
+@pytest.mark.parametrize("text", ["1_0", "\u0661", "\u0660.\u0665", "nan", "-inf", "Infinity", "1e999", "0x1", "½"])
+@pytest.mark.parametrize("ext", ["csv", "jsonl"])
+def test_number_spellings_float_accepts_but_no_table_means(text, ext, loaded_db, tmp_path, capsys):
+    rows = pool_rows()
+    rows[0]["alignment"] = text
+    bad = write_table(tmp_path / f"bad.{ext}", rows)
+    before = snapshot(loaded_db)
+    assert run_table(loaded_db, bad) == 2
+    err = capsys.readouterr().err
+    line = 2 if ext == "csv" else 1
+    assert f"{bad} line {line}, field 'alignment': expected a" in err and "number" in err, err
+    assert snapshot(loaded_db) == before
+
+
+def test_nan_is_absent_in_parquet_but_refused_in_jsonl(loaded_db, tmp_path, capsys):
+    rows = pool_rows()
+    rows[0]["stereotype"] = float("nan")  # pandas' missing float
+    db = tmp_path / "store.duckdb"
+    assert run_table(db, write_table(tmp_path / "pools.parquet", rows)) == 0
+    con = store.connect(db, read_only=True)
+    assert pd.isna(store.load_ratings(con, "mine").set_index("candidate_id").loc["p1_a", "stereotype"])
+    con.close()
+    bad = write_table(tmp_path / "pools.jsonl", rows)  # json.dumps writes NaN
+    before = snapshot(loaded_db)
+    assert run_table(loaded_db, bad) == 2
+    assert f"{bad} line 1, field 'stereotype': expected a finite number, got nan" in capsys.readouterr().err
+    assert snapshot(loaded_db) == before
+
+
+def test_plain_number_spellings_are_accepted(tmp_path):
+    rows = pool_rows()
+    for row, text in zip(rows, [" 1 ", "+.5", "0.", "5e-1", "1E0", "0.25", "-0", "1", "0"]):
+        row["alignment"] = text
+    db = tmp_path / "store.duckdb"
+    assert run_table(db, write_table(tmp_path / "pools.csv", rows)) == 0
+    con = store.connect(db, read_only=True)
+    ratings = store.load_ratings(con, "mine").set_index("candidate_id")["alignment"]
+    con.close()
+    assert [ratings[r["candidate_id"]] for r in rows] == [1.0, 0.5, 0.0, 0.5, 1.0, 0.25, 0.0, 1.0, 0.0]
+
+
+SCALE_CASES = {
+    # case: (ext, row index, column, value)
+    "stereotype rate of 2": ("csv", 0, "stereotype", 2),
+    "negative alignment": ("csv", 1, "alignment", -1),
+    "overall on 1-5 not rescaled": ("jsonl", 2, "overall", 4),
+    "image quality just above 1": ("parquet", 3, "image_quality", 1.0000001),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCALE_CASES))
+def test_ratings_off_their_outcome_scale(case, loaded_db, tmp_path, capsys):
+    ext, index, column, value = SCALE_CASES[case]
+    rows = pool_rows()
+    rows[index][column] = value
+    bad = write_table(tmp_path / f"bad.{ext}", rows)
+    before = snapshot(loaded_db)
+    assert run_table(loaded_db, bad) == 2
+    err = capsys.readouterr().err
+    line = index + 2 if ext == "csv" else index + 1
+    assert f"{bad} line {line}, field '{column}': {column} rating" in err and "off its scale [0, 1]" in err, err
+    assert snapshot(loaded_db) == before
+
+
+def test_an_outcome_of_your_own_declares_its_scale(tmp_path, capsys):
+    rows = pool_rows()
+    for k, row in enumerate(rows):
+        row["helpfulness"] = 1 + k % 5
+    pools = write_table(tmp_path / "pools.csv", rows)
+    db = tmp_path / "store.duckdb"
+    assert run_table(db, pools) == 2  # undeclared: refused, saying how to declare it
+    err = capsys.readouterr().err
+    assert "field 'helpfulness': unknown column" in err and "--outcome NAME=LO:HI" in err
+    assert not db.exists()
+    assert run_table(db, pools, {}, {}, "--outcome", "helpfulness=1:5") == 0
+    con = store.connect(db, read_only=True)
+    stored = store.load_ratings(con, "mine").set_index("candidate_id")["helpfulness"]
+    con.close()
+    assert [stored[r["candidate_id"]] for r in rows] == [r["helpfulness"] for r in rows]
+    rows[4]["helpfulness"] = 6
+    bad = write_table(tmp_path / "bad.csv", rows)
+    before = snapshot(db)
+    assert run_table(db, bad, {}, {}, "--outcome", "helpfulness=1:5") == 2
+    assert f"{bad} line 6, field 'helpfulness': helpfulness rating 6.0 of 'p2_b' is off its scale [1, 5]" in capsys.readouterr().err
+    assert snapshot(db) == before
+
+
+@pytest.mark.parametrize("declaration", ["alignment=0:5", "helpfulness=5:1", "helpfulness=1", "x-y=1:5", "h=nan:1"])
+def test_bad_outcome_declarations_are_usage_errors(declaration, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        run_table(tmp_path / "store.duckdb", tmp_path / "pools.csv", {}, {}, "--outcome", declaration)
+    assert exit_info.value.code == 2 and "--outcome" in capsys.readouterr().err
+    assert not (tmp_path / "store.duckdb").exists()
+
+
+def test_images_are_confined_to_the_table_folder_and_decoded(tmp_path, capsys):
+    folder = tmp_path / "dataset"
+    inside = _png(folder / "img" / "p1_a.png")
+    outside = _png(tmp_path / "elsewhere" / "secret.png")
+    (folder / "img" / "link.png").symlink_to(outside)
+    (folder / "img" / "inner_link.png").symlink_to(inside)
+    (folder / "img" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 32)
+    cases = {
+        str(outside): "absolute path",
+        "../elsewhere/secret.png": "leads outside the dataset's folder",
+        "img/../../elsewhere/secret.png": "leads outside the dataset's folder",
+        "img/link.png": "leads outside the dataset's folder",
+        "img/broken.png": "image cannot be decoded",
+        "img/missing.png": "no such file",
+    }
+    db = tmp_path / "store.duckdb"
+    for image, message in cases.items():
+        rows = pool_rows()
+        rows[1]["image_path"] = image
+        bad = write_table(folder / "pools.csv", rows)
+        assert run_table(db, bad) == 2, image
+        assert f"{bad} line 3, field 'image_path': " in (err := capsys.readouterr().err) and message in err, err
+        assert not db.exists()
+    rows = pool_rows()
+    rows[0]["image_path"], rows[1]["image_path"] = "img/p1_a.png", "img/inner_link.png"
+    assert run_table(db, write_table(folder / "pools.csv", rows)) == 0
+    con = store.connect(db, read_only=True)
+    paths = store.load_candidates(con, "mine").set_index("candidate_id")["image_path"]
+    con.close()
+    assert paths["p1_a"] == paths["p1_b"] == str(inside.resolve())
+
+
+def test_repeated_csv_column_and_json_key_are_refused(loaded_db, tmp_path, capsys):
+    good = (loaded_db.parent / "good.csv").read_text().splitlines()
+    bad_csv = tmp_path / "bad.csv"
+    bad_csv.write_text("\n".join([good[0] + ",alignment"] + [line + ",0.5" for line in good[1:]]) + "\n")
+    bad_jsonl = tmp_path / "bad.jsonl"
+    bad_jsonl.write_text(json.dumps(pool_rows()[0])[:-1] + ', "alignment": 0.0}\n')
+    before = snapshot(loaded_db)
+    assert run_table(loaded_db, bad_csv) == 2
+    assert f"{bad_csv} line 1, field 'alignment': column appears twice" in capsys.readouterr().err
+    assert run_table(loaded_db, bad_jsonl) == 2
+    assert f"{bad_jsonl} line 1, field 'alignment': key appears twice" in capsys.readouterr().err
+    assert snapshot(loaded_db) == before

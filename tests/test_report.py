@@ -3,10 +3,12 @@ provenance is stated, and odd datasets (one judge, no scorer, a mute judge) stil
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from html.parser import HTMLParser
 
 import numpy as np
+import pandas as pd
 import pytest
 from markdown_it import MarkdownIt
 
@@ -108,6 +110,32 @@ def test_each_judges_headline_numbers_are_the_audits(result) -> None:
         assert row[1] == worst["country"]
         assert row[2].startswith(f"{worst['regret']:.3f} [")
         assert row[3] == f"{worst['regret'] + worst['gain']:.3f}"  # random on the same prompts
+
+
+def test_slices_gates_and_timing_sections_carry_the_audits_numbers(result) -> None:
+    rendered = render(findings_markdown(result, dataset="rand"))
+    judges = list(result.judges["judge"])
+    rows = result.slices.set_index(["slice", "value", "policy"])
+    table = rendered.table("slice", "value")
+    assert {r[0] for r in table} == set(result.slice_prompts) - {"all"}
+    for row in table:
+        assert int(row[2]) == result.slice_prompts[row[0]][row[1]]
+        for judge, cell in zip(judges, row[3:]):
+            r = rows.loc[(row[0], row[1], judge)]
+            assert cell == f"{r['gain']:+.3f} [{r['gain_lo']:+.3f}, {r['gain_hi']:+.3f}] (n {int(r['n'])})"
+    policies = result.policies.set_index("policy")
+    for row in rendered.table("gate"):
+        p = policies.loc[row[0]]
+        assert row[6] == f"{p['gain_vs_rejected']:+.3f} [{p['gain_vs_rejected_lo']:+.3f}, {p['gain_vs_rejected_hi']:+.3f}]"
+        if p["gain_vs_rejected_lo"] > 0:
+            assert row[7] == "interval excludes 0: kept above rejected"
+    assert "Output validity and timing" not in "".join(rendered.text)  # no timing table attached
+    timing = pd.DataFrame([{"judge": "a", "orders": 3, "calls": 180, "valid": 170, "recovered": 4, "failed": 6,
+                            "not_json": 2, "seconds_median": 1.25, "seconds_mean": 1.5, "timed_prompts": 60,
+                            "prompt_seconds_one_order": 1.5, "prompt_seconds_all_orders": 4.0, "all_over_one": 2.67,
+                            "hours_one_order": 0.025, "hours_all_orders": 0.0667}])
+    timed = render(findings_markdown(dataclasses.replace(result, timing=timing), dataset="rand"))
+    assert timed.table("judge", "calls") == [["a", "180", "170", "4", "6", "2", "1.250", "1.500", "4.000", "0.067"]]
 
 
 def test_wording_follows_what_the_gain_interval_includes() -> None:

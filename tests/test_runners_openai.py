@@ -14,12 +14,13 @@ from PIL import Image
 from audit_core import store
 from fixtures_pools import write_tiny_dataset
 from runners import recorder
-from runners.backends.openai_compat import EndpointError, OpenAISelector
-from runners.run_judge import run_selector
+from runners.backends.openai_compat import STORED_TEXT_CHARS, EndpointError, EndpointTimeout, OpenAISelector
+from runners.run_judge import build_parser, main, make_backend, run_selector
 
 
 class Script:
-    """Answers in order: ("ok", text) | ("status", code, headers) | ("sleep", s, text) | ("drop",)."""
+    """Answers in order: ("ok", text) | ("status", code, headers) | ("sleep", s, text) | ("drop",)
+    | ("content", json value) | ("body", bytes, send length?) | ("drip", "headers" or "body", seconds)."""
 
     def __init__(self):
         self.steps, self.bodies, self.headers = [], [], []
@@ -30,6 +31,13 @@ class Script:
             self.bodies.append(body)
             self.headers.append(headers)
             return self.steps.pop(0) if self.steps else ("ok", '{"choice": "A"}')
+
+
+def reply(content) -> bytes:
+    return json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
+
+
+DRIP_INTERVAL = 0.1  # seconds between the bytes of a dripping response
 
 
 @pytest.fixture
@@ -43,30 +51,55 @@ def server():
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             step = script.next(body, dict(self.headers))
+            try:
+                self.answer(step)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up, as it should
+                pass
+
+        def answer(self, step):
             if step[0] == "drop":
                 self.connection.close()
+                return
+            if step[0] == "drip":
+                self.drip(step[1], step[2])
                 return
             if step[0] == "sleep":
                 time.sleep(step[1])
                 step = ("ok", step[2])
+            send_length = True
             if step[0] == "status":
                 payload = b'{"error": "scripted"}'
                 self.send_response(step[1])
                 for key, value in step[2].items():
                     self.send_header(key, value)
             else:
-                payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": step[1]}}]}).encode()
+                if step[0] == "body":
+                    payload, send_length = step[1], step[2]
+                else:
+                    payload = reply(step[1])
                 self.send_response(200)
             self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
+            if send_length:
+                self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
-            try:
-                self.wfile.write(payload)
-            except BrokenPipeError:
-                pass
+            self.wfile.write(payload)
+
+        def drip(self, part, seconds):
+            """A reply sent a byte every DRIP_INTERVAL in its header block or its body, for at most `seconds`."""
+            payload = reply('{"choice": "A"}')
+            head = f"HTTP/1.0 200 OK\r\nContent-Length: {len(payload)}\r\n".encode()
+            if part == "body":
+                self.wfile.write(head + b"\r\n")
+                slow = payload
+            else:
+                slow = head + b"X-Slow: " + b"z" * 500
+            for i in range(min(len(slow), int(seconds / DRIP_INTERVAL))):
+                self.wfile.write(slow[i:i + 1])
+                self.wfile.flush()
+                time.sleep(DRIP_INTERVAL)
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield script, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     httpd.shutdown()
@@ -158,3 +191,117 @@ def test_missing_endpoint_says_what_to_set(monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     with pytest.raises(ValueError, match="OPENAI_BASE_URL"):
         OpenAISelector("m")
+
+
+def run_one(con, backend, **kwargs):
+    """Record the first prompt in one order; its call row."""
+    run_selector(con, dataset="tiny", judge="api", backend=backend, backend_name="openai", model="m",
+                 orders=1, contract="choice", limit=1, progress=False, **kwargs)
+    calls = store.load_calls(con, "tiny")
+    assert len(calls) == 1
+    return calls.iloc[0]
+
+
+@pytest.mark.parametrize(
+    ("content", "kind"),
+    [(5, "a number"), (3.5, "a number"), (None, "null"), (True, "a boolean"), ([1, 2], "a list"),
+     ([], "an empty list"), ([{"type": "image_url", "image_url": {"url": "x"}}], "a list"),
+     ([{"type": "text", "text": 7}], "a list"), ({"choice": "A"}, "an object")],
+)
+def test_content_that_is_not_text_is_a_parse_failure_of_that_call_not_of_the_run(server, con, content, kind):
+    script, url = server
+    script.steps = [("content", content), ("ok", '{"choice": "B"}')]
+    backend = OpenAISelector("m", base_url=url)
+    summary = run_selector(con, dataset="tiny", judge="api", backend=backend, backend_name="openai", model="m",
+                           orders=1, contract="choice", lenient=True, progress=False)
+    assert summary.statuses == {"parse_fail": 1, "ok": 1}
+    calls = store.load_calls(con, "tiny").set_index("status")
+    failed = calls.loc["parse_fail"]
+    assert failed["attempts"] == 1 and len(script.bodies) == 2  # invalid text is never resampled
+    assert failed["raw_output"] == f"(message content is {kind}, not text) {json.dumps(content)}"
+    assert pd.isna(failed["choice_label"])  # not even an object with a valid choice gives a pick
+    assert calls.loc["ok", "choice_label"] == "B"
+
+
+def test_content_in_text_parts_is_joined(server, con):
+    script, url = server
+    script.steps = [("content", [{"type": "text", "text": '{"choice": '}, {"text": '"C"}'}])]
+    call = run_one(con, OpenAISelector("m", base_url=url))
+    assert (call["status"], call["choice_label"], call["raw_output"]) == ("ok", "C", '{"choice": "C"}')
+
+
+@pytest.mark.parametrize("part", ["body", "headers"])
+def test_a_dripping_server_is_cut_off_at_the_wall_clock_deadline(server, con, part):
+    script, url = server
+    script.steps = [("drip", part, 4.0)]  # would take 4 s or more; each byte comes well within a read timeout
+    backend = OpenAISelector("m", base_url=url, timeout=1.0)
+    start = time.perf_counter()
+    with pytest.raises(EndpointTimeout, match="no complete response within 1 s"):
+        backend.generate(first_request(con))
+    assert 0.95 <= time.perf_counter() - start < 1.6
+
+
+def test_a_dripping_server_twice_is_one_runtime_failure_within_two_deadlines(server, con):
+    script, url = server
+    script.steps = [("drip", "body", 3.0), ("drip", "body", 3.0)]
+    start = time.perf_counter()
+    call = run_one(con, OpenAISelector("m", base_url=url, timeout=0.5))
+    assert time.perf_counter() - start < 2.0
+    assert (call["status"], call["attempts"]) == ("runtime_fail", 2)
+    assert call["parse_note"].startswith("EndpointTimeout: ") and pd.isna(call["raw_output"])
+
+
+@pytest.mark.parametrize("send_length", [True, False])
+def test_a_body_over_the_cap_is_a_runtime_failure_carrying_its_head_cut(server, con, send_length):
+    script, url = server
+    big = b'{"choices": [{"message": {"content": "' + b"A" * (8 << 20) + b'"}}]}'
+    script.steps = [("body", big, send_length)] * 3
+    backend = OpenAISelector("m", base_url=url, max_response_bytes=1 << 20)
+    with pytest.raises(EndpointError, match="exceeds the 1048576-byte cap") as failure:
+        backend.generate(first_request(con))
+    head, marker = failure.value.raw_output.rsplit("\n", 1)
+    assert head == big[:STORED_TEXT_CHARS].decode()
+    assert marker == f"[cut: body over the {1 << 20}-byte cap; first {STORED_TEXT_CHARS} bytes kept]"
+    call = run_one(con, backend)
+    assert (call["status"], call["attempts"]) == ("runtime_fail", 2)  # one identical retry
+    assert script.bodies[1] == script.bodies[2] and "exceeds the 1048576-byte cap" in call["parse_note"]
+    assert call["raw_output"] == failure.value.raw_output  # stored with the failure, bounded and marked as cut
+
+
+@pytest.mark.parametrize("content", ["A" * 20_000_000, '{"choice": "A"}' + " " * 20_000_000])
+def test_huge_content_under_the_cap_is_stored_cut_and_never_parsed_into_a_pick(server, con, content):
+    script, url = server
+    script.steps = [("content", content)]
+    call = run_one(con, OpenAISelector("m", base_url=url, max_response_bytes=64 << 20), lenient=True)
+    assert (call["status"], call["attempts"]) == ("parse_fail", 1) and pd.isna(call["choice_label"])
+    raw = call["raw_output"]
+    assert raw.startswith(content[:STORED_TEXT_CHARS])
+    marker = f"\n[cut: reply of {len(content)} characters; first {STORED_TEXT_CHARS} characters kept]"
+    assert raw[STORED_TEXT_CHARS:] == marker
+
+
+@pytest.mark.parametrize("body", [b"\xff\xfe not utf-8", b"[]", b'{"choices": []}', b'{"choices": [{"message": "A"}]}'])
+def test_a_body_that_is_not_a_chat_completion_is_a_runtime_failure(server, con, body):
+    script, url = server
+    script.steps = [("body", body, True), ("body", body, True)]
+    call = run_one(con, OpenAISelector("m", base_url=url))
+    assert (call["status"], call["attempts"]) == ("runtime_fail", 2)
+    assert "unexpected response body" in call["parse_note"]
+
+
+def test_cli_bounds_reach_the_backend_and_bad_values_exit_2(tmp_path, capsys):
+    common = ["--db", str(tmp_path / "x.duckdb"), "--dataset", "d", "--judge", "j", "--backend", "openai",
+              "--model", "m", "--base-url", "http://127.0.0.1:9/v1"]
+    backend = make_backend(build_parser().parse_args(common + ["--timeout", "7", "--max-response-bytes", "1000"]))
+    assert (backend.timeout, backend.max_response_bytes) == (7.0, 1000)
+    for flag, value in [("--timeout", "0"), ("--timeout", "inf"), ("--max-response-bytes", "0")]:
+        with pytest.raises(SystemExit) as exit_:
+            main(common + [flag, value])
+        assert exit_.value.code == 2 and flag in capsys.readouterr().err
+    assert not (tmp_path / "x.duckdb").exists()
+
+
+@pytest.mark.parametrize("url", ["ftp://host/v1", "http:///v1", "http://host:99999/v1", "http://host:x/v1"])
+def test_an_endpoint_that_is_not_an_http_url_is_refused(url):
+    with pytest.raises(ValueError, match="not an http:// or https:// URL"):
+        OpenAISelector("m", base_url=url)

@@ -6,10 +6,10 @@ import subprocess
 import sys
 import time
 
-import duckdb
 import pytest
 
 from audit_core import store
+from audit_core.errors import DatabaseHeld
 from fixtures_pools import write_tiny_dataset
 from runners import run_judge
 from runners.database import DatabaseBusy, DatabaseFile
@@ -47,7 +47,7 @@ def read_progress(db, judge):
     """(calls recorded, run status) read through a read-only connection, or None while a writer holds the file."""
     try:
         con = store.connect(db, read_only=True)
-    except duckdb.IOException:
+    except DatabaseHeld:
         return None
     try:
         n = con.execute("SELECT count(*) FROM calls c JOIN runs r USING (run_id) WHERE r.judge = ?",

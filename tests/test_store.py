@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from audit_core import store
+from audit_core.errors import DatabaseFileError, DatabaseHeld
 
 
 def test_transaction_rolls_back_everything_on_error(tmp_path):
@@ -31,7 +32,7 @@ def test_ids_are_bound_parameters_not_sql(tmp_path):
 
 
 def test_read_only_open_of_missing_file_names_it(tmp_path):
-    with pytest.raises(FileNotFoundError, match="nope.duckdb"):
+    with pytest.raises(DatabaseFileError, match="nope.duckdb: no such database"):
         store.connect(tmp_path / "nope.duckdb", read_only=True)
 
 
@@ -67,7 +68,7 @@ def test_read_only_open_waits_for_a_writer_to_let_go(tmp_path):
     )
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(duckdb.IOException):
+        with pytest.raises(DatabaseHeld, match="held by another process"):
             store.connect(path, read_only=True, lock_wait=0.0)
         con = store.connect(path, read_only=True, lock_wait=10.0)
         assert con.execute("SELECT count(*) FROM prompts").fetchone()[0] == 0

@@ -38,9 +38,6 @@ the rest 'extra'. What is read, kept and dropped is reported, with reasons.
 from __future__ import annotations
 
 import hashlib
-import io
-import json
-import math
 import os
 import re
 import shutil
@@ -52,11 +49,9 @@ from pathlib import Path
 from types import TracebackType
 
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
-from PIL import Image, UnidentifiedImageError
 
 from audit_core.errors import InputError
+from audit_core.ingest import images, sources, values
 from audit_core.ingest.pools import PoolSet
 
 ANNOTATIONS_FILE = "culturalframes_human_annotations.json"
@@ -189,6 +184,8 @@ def read_annotations(path: Path) -> dict[str, ImageRecord]:
         text = {k: _text(obj, k, where, required=k != "category") for k in ("id", "prompt", "country", "category", "model_name")}
         model, rid = text["model_name"], text["id"]
         image_id = rid if rid.endswith(f"_{model}") else f"{rid}_{model}"
+        if image_id == f"_{model}":
+            raise InputError(f"id {rid!r} names no prompt before '_{model}'", field="id", **where)
         if image_id in records:
             raise InputError(
                 f"image {image_id!r} is annotated again (first on line {records[image_id].line})", field="id", **where
@@ -204,7 +201,7 @@ def read_annotations(path: Path) -> dict[str, ImageRecord]:
         )
         annotations = obj.get("human_annotations")
         if not isinstance(annotations, list):
-            raise InputError(f"expected a list, got {annotations!r}", field="human_annotations", **where)
+            raise InputError(f"expected a list, got {values.shown(annotations)}", field="human_annotations", **where)
         for j, annotation in enumerate(annotations):
             votes = _votes(annotation, j, where, f"human_annotations[{j}]")
             record.votes.extend(v for v in votes if v["value"] is not None)
@@ -228,50 +225,35 @@ def read_annotations(path: Path) -> dict[str, ImageRecord]:
 
 def _json_list(path: Path) -> Iterator[tuple[int, int, object]]:
     """Yield (line, index, element) for each element of a top-level JSON list."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise InputError(f"cannot read file ({err.strerror})", file=path) from err
-    except UnicodeDecodeError as err:
-        raise InputError(f"not UTF-8 text ({err.reason})", file=path) from err
-    decoder = json.JSONDecoder()
-    position = _skip(text, 0)
+    text = sources.decoded(sources.read_bytes(path))
+
+    def line_at(position: int) -> int:
+        return text.count("\n", 0, position) + 1
+
+    position = sources.skip_space(text, 0)
     if text[position : position + 1] != "[":
-        raise InputError("expected a JSON list of annotation records", file=path, line=text.count("\n", 0, position) + 1)
-    position = _skip(text, position + 1)
+        raise InputError("expected a JSON list of annotation records", file=path, line=line_at(position))
+    position = sources.skip_space(text, position + 1)
     index = 0
     while text[position : position + 1] != "]":
-        line = text.count("\n", 0, position) + 1
-        try:
-            obj, end = decoder.raw_decode(text, position)
-        except json.JSONDecodeError as err:
-            raise InputError(f"not valid JSON ({err.msg} at column {err.colno})", file=path, line=err.lineno) from err
+        if position >= len(text):
+            raise InputError("the list of records is cut short (no closing ']')", file=path, line=line_at(position))
+        line = line_at(position)
+        obj, end = sources.parsed_json(text, position, {"file": path, "line": line})
         yield line, index, obj
         index += 1
-        position = _skip(text, end)
+        position = sources.skip_space(text, end)
         if text[position : position + 1] == ",":
-            position = _skip(text, position + 1)
+            position = sources.skip_space(text, position + 1)
         elif text[position : position + 1] != "]":
-            raise InputError("expected ',' or ']' after a record", file=path, line=text.count("\n", 0, position) + 1)
-    if text[_skip(text, position + 1) :]:
-        raise InputError("unexpected text after the list", file=path, line=text.count("\n", 0, position) + 1)
-
-
-def _skip(text: str, position: int) -> int:
-    while position < len(text) and text[position] in " \t\r\n":
-        position += 1
-    return position
+            raise InputError("expected ',' or ']' after a record", file=path, line=line_at(position))
+    if text[sources.skip_space(text, position + 1) :]:
+        raise InputError("unexpected text after the list", file=path, line=line_at(position))
 
 
 def _text(obj: dict, key: str, where: dict, *, required: bool = True) -> str | None:
     value = obj.get(key)
-    if value is None or value == "":
-        if required:
-            raise InputError("missing", field=key, **where)
-        return None
-    if not isinstance(value, str):
-        raise InputError(f"expected text, got {value!r}", field=key, **where)
-    return value
+    return values.text(None if value == "" else value, key, where, required=required)
 
 
 def _votes(annotation: object, j: int, where: dict, path: str) -> list[dict]:
@@ -280,8 +262,8 @@ def _votes(annotation: object, j: int, where: dict, path: str) -> list[dict]:
         raise InputError("expected an object", field=path, **where)
     annotator = annotation.get("annotator_id", j)
     if isinstance(annotator, bool) or not isinstance(annotator, (str, int)):
-        raise InputError(f"expected text or an integer, got {annotator!r}", field=f"{path}.annotator_id", **where)
-    values = {
+        raise InputError(f"expected text or an integer, got {values.shown(annotator)}", field=f"{path}.annotator_id", **where)
+    by_outcome = {
         "alignment": _level(annotation, ("prompt_alignment", "score"), where, path),
         "missing_explicit": _flag(annotation, ("prompt_alignment", "missing_explicit"), where, path),
         "missing_implicit": _flag(annotation, ("prompt_alignment", "missing_implicit"), where, path),
@@ -290,7 +272,7 @@ def _votes(annotation: object, j: int, where: dict, path: str) -> list[dict]:
         "overall": _overall(annotation, where, path),
     }
     line = where["line"]
-    return [{"outcome": k, "annotator": str(annotator), "value": v, "line": line} for k, v in values.items()]
+    return [{"outcome": k, "annotator": str(annotator), "value": v, "line": line} for k, v in by_outcome.items()]
 
 
 def _get(annotation: dict, keys: tuple[str, ...], where: dict, path: str) -> object:
@@ -299,7 +281,7 @@ def _get(annotation: dict, keys: tuple[str, ...], where: dict, path: str) -> obj
         if value is None:
             return None
         if not isinstance(value, dict):
-            raise InputError(f"expected an object, got {value!r}", field=".".join([path, *keys[:depth]]), **where)
+            raise InputError(f"expected an object, got {values.shown(value)}", field=".".join([path, *keys[:depth]]), **where)
         value = value.get(key)
     return value
 
@@ -308,9 +290,10 @@ def _level(annotation: dict, keys: tuple[str, ...], where: dict, path: str) -> f
     value = _get(annotation, keys, where, path)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or float(value) not in LEVELS:
-        raise InputError(f"expected 0, 0.5 or 1, got {value!r}", field=".".join([path, *keys]), **where)
-    return float(value)
+    level = values.real(value)
+    if level not in LEVELS:
+        raise InputError(f"expected 0, 0.5 or 1, got {values.shown(value)}", field=".".join([path, *keys]), **where)
+    return level
 
 
 def _flag(annotation: dict, keys: tuple[str, ...], where: dict, path: str) -> float | None:
@@ -321,16 +304,17 @@ def _flag(annotation: dict, keys: tuple[str, ...], where: dict, path: str) -> fl
         return float(bool(value))
     if isinstance(value, bool) or value in (0, 1) and isinstance(value, (int, float)):
         return float(value)
-    raise InputError(f"expected true/false, 0/1 or a list, got {value!r}", field=".".join([path, *keys]), **where)
+    raise InputError(f"expected true/false, 0/1 or a list, got {values.shown(value)}", field=".".join([path, *keys]), **where)
 
 
 def _overall(annotation: dict, where: dict, path: str) -> float | None:
     value = annotation.get("overall_score")
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and 1 <= value <= 5):
-        raise InputError(f"expected a number from 1 to 5, got {value!r}", field=f"{path}.overall_score", **where)
-    return (float(value) - 1) / 4
+    score = values.real(value)
+    if score is None or not 1 <= score <= 5:
+        raise InputError(f"expected a number from 1 to 5, got {values.shown(value)}", field=f"{path}.overall_score", **where)
+    return (score - 1) / 4
 
 
 def scan_images(release: Path, records: dict[str, ImageRecord], stage: ImageStage, audit: Counter) -> dict[str, str]:
@@ -342,17 +326,17 @@ def scan_images(release: Path, records: dict[str, ImageRecord], stage: ImageStag
     first_seen: dict[str, str] = {}
     for shard in shards:
         audit["shards"] += 1
-        for row_number, row in _shard_rows(shard):
+        for row_number, row in sources.parquet_rows(shard, SHARD_COLUMNS):
             where = {"file": shard, "line": row_number}
             audit["image rows"] += 1
             image_id = row.get("id")
             if not isinstance(image_id, str) or not image_id:
-                raise InputError(f"expected an image id, got {image_id!r}", field="id", **where)
+                raise InputError(f"expected an image id, got {values.shown(image_id)}", field="id", **where)
             if image_id in first_seen:
                 raise InputError(f"image {image_id!r} already appeared in {first_seen[image_id]}", field="id", **where)
             first_seen[image_id] = f"{shard.name} row {row_number}"
             data = _image_bytes(row.get("image"), where)
-            suffix = _decode(data, where)
+            suffix = images.decoded_format(data, "image.bytes", where)
             record = records.get(image_id)
             if record is None:
                 audit["image rows without an annotation record"] += 1
@@ -360,7 +344,7 @@ def scan_images(release: Path, records: dict[str, ImageRecord], stage: ImageStag
             for column, expected in (("prompt", record.prompt), ("country", record.country), ("model", record.model)):
                 if row.get(column) != expected:
                     raise InputError(
-                        f"{row.get(column)!r} disagrees with the annotation record's {expected!r} "
+                        f"{values.shown(row.get(column))} disagrees with the annotation record's {expected!r} "
                         f"({ANNOTATIONS_FILE} line {record.line})",
                         field=column,
                         **where,
@@ -369,40 +353,11 @@ def scan_images(release: Path, records: dict[str, ImageRecord], stage: ImageStag
     return staged
 
 
-def _shard_rows(shard: Path) -> Iterator[tuple[int, dict]]:
-    """Stream a shard's rows (row numbers from 1) without loading every image at once."""
-    try:
-        handle = pq.ParquetFile(shard)
-        missing = [c for c in SHARD_COLUMNS if c not in handle.schema_arrow.names]
-        if missing:
-            raise InputError("missing column", file=shard, field=missing[0])
-        number = 0
-        for batch in handle.iter_batches(batch_size=64, columns=list(SHARD_COLUMNS)):
-            for row in batch.to_pylist():
-                number += 1
-                yield number, row
-    except (OSError, pa.ArrowException) as err:
-        raise InputError(f"not a readable Parquet file ({err})", file=shard) from err
-
-
 def _image_bytes(image: object, where: dict) -> bytes:
     data = image.get("bytes") if isinstance(image, dict) else image
     if not isinstance(data, bytes) or not data:
         raise InputError("missing image bytes", field="image.bytes", **where)
     return data
-
-
-def _decode(data: bytes, where: dict) -> str:
-    """Fully decode the image; returns the file suffix for its format."""
-    try:
-        with Image.open(io.BytesIO(data)) as image:
-            image.load()
-            kind = (image.format or "").lower()
-    except UnidentifiedImageError as err:
-        raise InputError("image cannot be decoded (not a format Pillow knows)", field="image.bytes", **where) from err
-    except Exception as err:  # Pillow raises many types for truncated or corrupt data
-        raise InputError(f"image cannot be decoded ({type(err).__name__}: {err})", field="image.bytes", **where) from err
-    return {"jpeg": "jpg", "": "img"}.get(kind, kind)
 
 
 def _file_stem(image_id: str) -> str:

@@ -7,21 +7,24 @@
   `parsed` and `selected_id`;
 - scores: `{"model", "revision", "scores": {candidate_id: cosine}}`.
 
-Slot orders are read from `mapping`, never recomputed.
+Slot orders are read from `mapping`, never recomputed. Candidate `image` paths
+are relative to the artifact root (the folder holding `data/derived/`; for a
+pools file elsewhere, its own folder) and must stay inside it; an image file
+that exists is decoded at ingest, an absent one is recorded as no image.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 
 from audit_core.errors import InputError
-from audit_core.orders import slot_labels
+from audit_core.ingest import images, values
 from audit_core.ingest.pools import ImportedRun, ImportedScores, PoolSet
+from audit_core.ingest.sources import json_document, json_lines
+from audit_core.orders import slot_labels
 
 # candidate field -> (outcome, field holding its annotation count)
 RATING_FIELDS: dict[str, tuple[str, str]] = {
@@ -45,32 +48,12 @@ CALL_FIELDS: dict[str, str] = {
 }
 
 
-def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
-    """Yield (line number, object) for each non-blank line; InputError on bad JSON."""
-    path = Path(path)
-    try:
-        handle = open(path, encoding="utf-8")
-    except OSError as err:
-        raise InputError(f"cannot read file ({err.strerror})", file=path) from err
-    with handle:
-        for number, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise InputError(f"not valid JSON ({err.msg} at column {err.colno})", file=path, line=number) from err
-            if not isinstance(obj, dict):
-                raise InputError("expected a JSON object", file=path, line=number)
-            yield number, obj
-
-
 def _require(obj: dict, key: str, kind: type | tuple[type, ...], where: dict) -> object:
     if key not in obj or obj[key] is None:
         raise InputError("missing", field=key, **where)
     value = obj[key]
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        raise InputError(f"expected {_kind_name(kind)}, got {value!r}", field=key, **where)
+        raise InputError(f"expected {_kind_name(kind)}, got {values.shown(value)}", field=key, **where)
     return value
 
 
@@ -79,55 +62,62 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     return " or ".join({str: "text", int: "an integer", float: "a number", list: "a list", dict: "an object"}.get(k, k.__name__) for k in kinds)
 
 
-def _number(value: object, where: dict, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InputError(f"expected a finite number, got {value!r}", field=field, **where)
-    return float(value)
-
-
 def _count(value: object, where: dict, field: str) -> int | None:
     """An annotation count: absent, or a positive integer."""
-    if value is None:
+    return None if value is None else values.integer(value, field, where, minimum=1)
+
+
+def artifact_root(pools_file: Path) -> Path:
+    """The folder candidate image paths are relative to (see the module docstring)."""
+    derived = pools_file.parent
+    return derived.parent.parent if derived.name == "derived" and derived.parent.name == "data" else derived
+
+
+def _image_path(image: object, root: Path, where: dict, field: str) -> str | None:
+    """The decoded image's resolved path, or None when the candidate names no file that exists."""
+    image = values.text(image, field, where)
+    if not image:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"expected a positive integer, got {value!r}", field=field, **where)
-    return value
+    located = images.confined_path(image, root, field, where)
+    if not images.existing_file(located, field, where):
+        return None
+    images.decoded_format(located, field, where)
+    return str(located)
 
 
 def read_pools(path: str | Path, dataset_id: str, split: str | None = None) -> PoolSet:
     """Parse a derived split file into a PoolSet (no database access)."""
     path = Path(path)
-    root = path.parent.parent.parent  # data/derived/x.jsonl -> artifact root
+    root = artifact_root(path)
     prompts, candidates, ratings, votes = [], [], [], []
     seen_prompts: dict[str, int] = {}
-    for number, obj in read_jsonl(path):
+    for number, obj in json_lines(path):
         where = {"file": path, "line": number}
-        pid = _require(obj, "prompt_id", str, where)
+        pid = values.identifier(obj.get("prompt_id"), "prompt_id", where)
         if pid in seen_prompts:
             raise InputError(f"prompt {pid!r} already appeared on line {seen_prompts[pid]}", field="prompt_id", **where)
         seen_prompts[pid] = number
         prompts.append(
             {
                 "prompt_id": pid,
-                "prompt": _require(obj, "prompt", str, where),
-                "country": obj.get("country"),
-                "category": obj.get("category"),
-                "split": split or obj.get("split") or path.stem,
+                "prompt": values.text(obj.get("prompt"), "prompt", where, required=True),
+                "country": values.text(obj.get("country"), "country", where),
+                "category": values.text(obj.get("category"), "category", where),
+                "split": split or values.text(obj.get("split"), "split", where) or path.stem,
                 "line": number,
             }
         )
         for k, cand in enumerate(_require(obj, "candidates", list, where)):
+            at = f"candidates[{k}]"
             if not isinstance(cand, dict):
-                raise InputError("expected an object", field=f"candidates[{k}]", **where)
-            cid = _require(cand, "id", str, where)
-            image = cand.get("image")
-            image_path = str((root / image).resolve()) if image and (root / image).is_file() else None
+                raise InputError("expected an object", field=at, **where)
+            cid = values.identifier(cand.get("id"), f"{at}.id", where)
             candidates.append(
                 {
                     "prompt_id": pid,
                     "candidate_id": cid,
-                    "source_model": cand.get("source_model"),
-                    "image_path": image_path,
+                    "source_model": values.text(cand.get("source_model"), f"{at}.source_model", where),
+                    "image_path": _image_path(cand.get("image"), root, where, f"{at}.image"),
                     "line": number,
                 }
             )
@@ -135,17 +125,27 @@ def read_pools(path: str | Path, dataset_id: str, split: str | None = None) -> P
                 value = cand.get(key)
                 if value is None:
                     if key == "utility":
-                        raise InputError(f"candidate {cid!r} has no alignment rating", field=f"candidates[{k}].utility", **where)
+                        raise InputError(f"candidate {cid!r} has no alignment rating", field=f"{at}.utility", **where)
                     continue
-                value = _number(value, where, f"candidates[{k}].{key}")
                 n_field = n_key if n_key in cand else "n_annotations"
-                n = _count(cand.get(n_field), where, f"candidates[{k}].{n_field}")
                 ratings.append(
-                    {"candidate_id": cid, "outcome": outcome, "pool": "all", "value": value, "n": n, "line": number}
+                    {
+                        "candidate_id": cid,
+                        "outcome": outcome,
+                        "pool": "all",
+                        "value": values.number(value, f"{at}.{key}", where),
+                        "n": _count(cand.get(n_field), where, f"{at}.{n_field}"),
+                        "line": number,
+                        "field": f"{at}.{key}",
+                    }
                 )
-            alignment_votes = cand.get("alignment_ratings") or []
+            alignment_votes = cand.get("alignment_ratings")
+            if alignment_votes is None:
+                alignment_votes = []
             if not isinstance(alignment_votes, list):
-                raise InputError(f"expected a list, got {alignment_votes!r}", field=f"candidates[{k}].alignment_ratings", **where)
+                raise InputError(
+                    f"expected a list, got {values.shown(alignment_votes)}", field=f"{at}.alignment_ratings", **where
+                )
             for a, vote in enumerate(alignment_votes):
                 votes.append(
                     {
@@ -153,8 +153,9 @@ def read_pools(path: str | Path, dataset_id: str, split: str | None = None) -> P
                         "outcome": "alignment",
                         "pool": "all",
                         "annotator": str(a),
-                        "value": _number(vote, where, f"candidates[{k}].alignment_ratings[{a}]"),
+                        "value": values.number(vote, f"{at}.alignment_ratings[{a}]", where),
                         "line": number,
+                        "field": f"{at}.alignment_ratings[{a}]",
                     }
                 )
     if not prompts:
@@ -165,7 +166,7 @@ def read_pools(path: str | Path, dataset_id: str, split: str | None = None) -> P
         prompts=pd.DataFrame(prompts),
         candidates=pd.DataFrame(candidates),
         ratings=pd.DataFrame(ratings).astype({"n": "Int64"}),
-        votes=pd.DataFrame(votes, columns=["candidate_id", "outcome", "pool", "annotator", "value", "line"]),
+        votes=pd.DataFrame(votes, columns=["candidate_id", "outcome", "pool", "annotator", "value", "line", "field"]),
     )
 
 
@@ -173,54 +174,64 @@ def read_run(path: str | Path, judge: str) -> ImportedRun:
     """Parse a recorded-calls file; status from the file's own parse flags."""
     path = Path(path)
     rows, models = [], set()
-    for number, obj in read_jsonl(path):
+    for number, obj in json_lines(path):
         where = {"file": path, "line": number}
-        pid = _require(obj, "prompt_id", str, where)
-        order = _require(obj, "permutation", int, where)
-        if order < 0:
-            raise InputError(f"expected a non-negative integer, got {order}", field="permutation", **where)
+        pid = values.identifier(obj.get("prompt_id"), "prompt_id", where)
+        order = values.integer(_require(obj, "permutation", int, where), "permutation", where, minimum=0)
         mapping = _require(obj, "mapping", dict, where)
         labels = sorted(mapping)
         if not 2 <= len(labels) <= 26 or labels != slot_labels(len(labels)):
-            raise InputError(f"labels {labels} are not the slot labels A, B, C, …", field="mapping", **where)
+            raise InputError(f"labels {values.shown(labels)} are not the slot labels A, B, C, …", field="mapping", **where)
         slots = [mapping[label] for label in labels]
         if not all(isinstance(s, str) for s in slots):
             raise InputError("every label must map to a candidate id", field="mapping", **where)
         seconds = obj.get("seconds")
         if seconds is not None:
-            seconds = _number(seconds, where, "seconds")
-        attempts = obj.get("attempts") or []
+            seconds = values.number(seconds, "seconds", where)
+        attempts = obj.get("attempts")
+        if attempts is None:
+            attempts = []
         if not isinstance(attempts, list):
-            raise InputError(f"expected a list of earlier attempts, got {attempts!r}", field="attempts", **where)
-        parsed = obj.get("parsed") if isinstance(obj.get("parsed"), dict) else {}
-        raw = obj.get("raw_output")
-        if raw is not None and not isinstance(raw, str):
-            raise InputError(f"expected text, got {raw!r}", field="raw_output", **where)
-        selected = obj.get("selected_id")
+            raise InputError(f"expected a list of earlier attempts, got {values.shown(attempts)}", field="attempts", **where)
+        parsed = obj.get("parsed")
+        if parsed is None:
+            parsed = {}
+        if not isinstance(parsed, dict):
+            raise InputError(f"expected an object, got {values.shown(parsed)}", field="parsed", **where)
+        raw = values.text(obj.get("raw_output"), "raw_output", where)
+        selected = values.text(obj.get("selected_id"), "selected_id", where)
+        flags = {k: values.flag(obj.get(k), k, where) for k in ("json_valid", "schema_valid", "recovered") if k in obj}
         choice = parsed.get("choice")
         ranking = parsed.get("ranking")
-        if obj.get("parse_ok") is True:
+        parse_ok = values.flag(obj.get("parse_ok"), "parse_ok", where)
+        if parse_ok is None:
+            raise InputError("expected true or false", field="parse_ok", **where)
+        if parse_ok:
             if not isinstance(choice, str) or choice not in mapping:
-                raise InputError(f"parse_ok is true but the choice {choice!r} is not a shown label", field="parsed.choice", **where)
+                raise InputError(
+                    f"parse_ok is true but the choice {values.shown(choice)} is not a shown label",
+                    field="parsed.choice",
+                    **where,
+                )
             if selected is not None and mapping[choice] != selected:
                 raise InputError(
-                    f"label {choice!r} maps to {mapping[choice]!r} but selected_id is {selected!r}",
+                    f"label {choice!r} maps to {mapping[choice]!r} but selected_id is {values.shown(selected)}",
                     field="selected_id",
                     **where,
                 )
+            if ranking is not None and not (isinstance(ranking, list) and all(isinstance(r, str) for r in ranking)):
+                raise InputError(f"expected a list of labels, got {values.shown(ranking)}", field="parsed.ranking", **where)
             selected = mapping[choice]
-            status = "recovered" if obj.get("recovered") else "ok"
-        elif obj.get("parse_ok") is False:
+            status = "recovered" if flags.get("recovered") else "ok"
+        else:
             status = "runtime_fail" if raw is None else "parse_fail"
             choice, selected, ranking = None, None, None
-        else:
-            raise InputError("expected true or false", field="parse_ok", **where)
-        flags = {k: obj[k] for k in ("json_valid", "schema_valid", "recovered") if k in obj}
-        note = None if obj.get("parse_error") is None else str(obj["parse_error"])
+        note = values.text(obj.get("parse_error"), "parse_error", where)
         if note is None and flags:
             note = ", ".join(f"{k}={str(v).lower()}" for k, v in flags.items())
-        if isinstance(obj.get("model"), str):
-            models.add(obj["model"])
+        model = values.text(obj.get("model"), "model", where)
+        if model is not None:
+            models.add(model)
         rows.append(
             {
                 "line": number,
@@ -230,7 +241,7 @@ def read_run(path: str | Path, judge: str) -> ImportedRun:
                 "status": status,
                 "choice_label": choice,
                 "chosen_candidate_id": selected,
-                "ranking": list(ranking) if isinstance(ranking, list) else None,
+                "ranking": ranking,
                 "raw_output": raw,
                 "parse_note": note,
                 "attempts": 1 + len(attempts),
@@ -254,23 +265,18 @@ def read_run(path: str | Path, judge: str) -> ImportedRun:
 def read_scores(path: str | Path, scorer: str) -> ImportedScores:
     """Parse a content-scorer file `{"model", "revision", "scores": {id: score}}`."""
     path = Path(path)
-    try:
-        obj = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as err:
-        raise InputError(f"cannot read file ({err.strerror})", file=path) from err
-    except json.JSONDecodeError as err:
-        raise InputError(f"not valid JSON ({err.msg}, line {err.lineno})", file=path, line=err.lineno) from err
+    obj = json_document(path)
     where = {"file": path}
     if not isinstance(obj, dict):
         raise InputError("expected a JSON object with 'scores'", **where)
     scores = _require(obj, "scores", dict, where)
     rows = [
-        {"candidate_id": cid, "score": _number(v, where, f"scores.{cid}")} for cid, v in scores.items()
+        {"candidate_id": cid, "score": values.number(v, f"scores.{cid}", where)} for cid, v in scores.items()
     ]
     return ImportedScores(
         scorer=scorer,
         source_file=str(path),
         scores=pd.DataFrame(rows, columns=["candidate_id", "score"]),
-        model=obj.get("model"),
-        model_revision=obj.get("revision"),
+        model=values.text(obj.get("model"), "model", where),
+        model_revision=values.text(obj.get("revision"), "revision", where),
     )

@@ -1,20 +1,28 @@
 """Validated pools and recorded calls, written to the store idempotently.
 
-Every importer builds a `PoolSet` (and optionally `ImportedRun`s and
-`ImportedScores`) in memory; `write_dataset` validates all of it before it opens
-the database, then writes everything in one transaction: either all of it lands
-or the database is left exactly as it was.
+Every importer builds a `PoolSet` (and optionally `ImportedRun`s,
+`ImportedScores` and `ImportedRatings`) in memory; `write_dataset` validates all
+of it before it opens the database, then writes everything in one transaction:
+either all of it lands or the database is left exactly as it was.
 
 Frames may carry an optional `line` column (the source line or row of each
-record); validation errors then name it. Extra columns are never written.
+record), a `file` column (the source file, when it is not the PoolSet's
+`source`: votes read from a file of their own) and ratings and votes a `field`
+column (the source's name for the value); validation errors then name them.
+Extra columns are never written.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import datetime as dt
+import glob
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+import shutil
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,10 +33,13 @@ from audit_core import store
 from audit_core.errors import InputError
 from audit_core.orders import slot_labels
 from audit_core.records import DatasetRecord, RunRecord, utc_now
-from audit_core.schema import CALL_STATUSES
+from audit_core.schema import CALL_STATUSES, OUTCOME_SCALES, RATING_STATUSES
 
 MIN_POOL_SIZE = 2
 CHOSEN_STATUSES = ("ok", "recovered")
+UTILITY = "alignment"  # the selection audit's utility h (DESIGN §4)
+DEFAULT_POOL = "all"
+RATING_KEYS = ["candidate_id", "outcome", "pool"]
 
 
 @dataclass
@@ -39,7 +50,9 @@ class PoolSet:
     candidates: prompt_id, candidate_id, source_model, image_path
     ratings: candidate_id, outcome, pool, value, n
     votes: candidate_id, outcome, pool, annotator, value
+    attributes: candidate_id, attribute, value (item attributes for breakdowns, e.g. culture)
     (each optionally with `line`, the source line or row, for error messages)
+    scales: [lo, hi] of each outcome beyond schema.OUTCOME_SCALES, as the source declares it
     """
 
     dataset_id: str
@@ -52,8 +65,12 @@ class PoolSet:
             columns=["candidate_id", "outcome", "pool", "annotator", "value"]
         )
     )
+    attributes: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=["candidate_id", "attribute", "value"])
+    )
     source_revision: str | None = None
     notes: str | None = None
+    scales: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def manifest_sha256(self) -> str:
         return store.manifest_sha256(self.candidates, self.prompts)
@@ -66,6 +83,8 @@ class PoolSet:
             _frame_sha256(self.ratings, "ratings", ["candidate_id", "outcome", "pool"]),
             _frame_sha256(self.votes, "votes", ["candidate_id", "outcome", "pool", "annotator"]),
         ]
+        if len(self.attributes):  # absent attributes leave the hash of earlier datasets as it was
+            parts.append(_frame_sha256(self.attributes, "candidate_attributes", ["candidate_id", "attribute"]))
         return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
@@ -100,6 +119,51 @@ class ImportedScores:
     model_revision: str | None = None
 
 
+@dataclass
+class ImportedRatings:
+    """A rating judge's calls recorded elsewhere, one per (item, condition).
+
+    calls: candidate_id, condition, status (schema.RATING_STATUSES), rating
+    (NaN/None unless 'ok'), raw_output, parse_note, attempts, seconds,
+    input_json (optionally `line`). `outcome` is what the judge rates and
+    `scale` its integer points lo..hi, both recorded in the run's config.
+    """
+
+    judge: str
+    source_file: str
+    calls: pd.DataFrame
+    outcome: str = "rubric"
+    scale: tuple[int, int] = (1, 5)
+
+
+def with_votes(pools: PoolSet, votes: pd.DataFrame) -> PoolSet:
+    """`pools` with `votes`, plus a consensus rating for every (candidate, outcome, pool) that
+    has votes but no rating row: c = mean of those votes, n = their count (DESIGN §4b).
+
+    A rating row that is given wins over the mean of its votes. The derived rows carry
+    the `line` and `file` of their first vote, so errors about them point at the votes.
+    """
+    grouped = votes.groupby(RATING_KEYS, sort=True)
+    derived = grouped["value"].agg(["mean", "min", "max", "size"]).reset_index()
+    # a float mean can round one ulp past its votes' range (and so past the scale's end)
+    derived["value"] = derived["mean"].clip(derived["min"], derived["max"])
+    derived["n"] = derived["size"].astype("Int64")
+    located = [c for c in ("line", "file") if c in votes.columns]
+    if located:
+        derived = derived.merge(grouped[located].first().reset_index(), on=RATING_KEYS)
+    given = pools.ratings[RATING_KEYS].drop_duplicates()
+    new = derived.merge(given, on=RATING_KEYS, how="left", indicator=True)
+    new = new.loc[new["_merge"] == "left_only", [*RATING_KEYS, "value", "n", *located]]
+    ratings = pd.concat([pools.ratings, new.assign(field="value")], ignore_index=True) if len(new) else pools.ratings
+    return dataclasses.replace(pools, votes=votes, ratings=ratings.astype({"n": "Int64"}))
+
+
+def utility_pools(pools: PoolSet) -> list[str]:
+    """Reference pools holding the selection audit's utility (alignment ratings), sorted."""
+    ratings = pools.ratings
+    return sorted(ratings.loc[ratings["outcome"] == UTILITY, "pool"].unique())
+
+
 def file_sha256(path: str | Path) -> str:
     """SHA-256 of a file's bytes."""
     digest = hashlib.sha256()
@@ -123,18 +187,28 @@ def _line(frame: pd.DataFrame, mask: pd.Series) -> int | None:
     return int(frame.loc[mask.to_numpy(), "line"].iloc[0])
 
 
+def _file(frame: pd.DataFrame, mask: pd.Series, default: str) -> str:
+    """Source file of the first row where `mask` holds: its `file` column when set, else `default`."""
+    if "file" not in frame.columns or not mask.any():
+        return default
+    named = frame.loc[mask.to_numpy(), "file"].iloc[0]
+    return named if isinstance(named, str) else default
+
+
 def check_pools(pools: PoolSet) -> None:
     """Raise InputError unless the pools are well formed.
 
     Every prompt id is unique and has ≥ MIN_POOL_SIZE candidates; every candidate
-    id is unique, belongs to a known prompt and is rated for alignment in pool
-    'all'; every rating and vote value is finite; a vote's annotator appears once
-    per (candidate, outcome, pool).
+    id is unique and belongs to a known prompt; there is some rating or vote;
+    every rating and vote value is a finite number on its outcome's scale
+    (schema.OUTCOME_SCALES, or `pools.scales` for other outcomes); a vote's
+    annotator appears once per (candidate, outcome, pool); every pool holding
+    alignment ratings (the selection audit's utility) rates every candidate.
     """
     source, prompts, candidates = pools.source, pools.prompts, pools.candidates
 
     def fail(message: str, frame: pd.DataFrame, mask: pd.Series, fld: str) -> None:
-        raise InputError(message, file=source, line=_line(frame, mask), field=fld)
+        raise InputError(message, file=_file(frame, mask, source), line=_line(frame, mask), field=fld)
 
     dup = prompts["prompt_id"].duplicated()
     if dup.any():
@@ -157,7 +231,12 @@ def check_pools(pools: PoolSet) -> None:
             small,
             "candidates",
         )
-    for name, frame in (("ratings", pools.ratings), ("votes", pools.votes)):
+    if pools.ratings.empty and pools.votes.empty:
+        raise InputError("no ratings and no votes: nothing to audit the judges against "
+                         "(give an alignment rating per candidate, or votes)", file=source)
+    # votes first: a bad vote makes its derived consensus bad too, and the error should
+    # name the vote's own line
+    for name, frame in (("votes", pools.votes), ("ratings", pools.ratings)):
         stray = ~frame["candidate_id"].isin(candidates["candidate_id"])
         if stray.any():
             fail(f"{name} for unknown candidate {frame.loc[stray, 'candidate_id'].iloc[0]!r}", frame, stray, "candidate_id")
@@ -165,17 +244,62 @@ def check_pools(pools: PoolSet) -> None:
         bad = ~values.map(math.isfinite).astype(bool)
         if bad.any():
             row = frame.loc[bad.to_numpy()].iloc[0]
-            fail(f"{row['outcome']} rating {row['value']!r} of {row['candidate_id']!r} is not a finite number", frame, bad, row["outcome"])
+            fail(f"{row['outcome']} rating {row['value']!r} of {row['candidate_id']!r} is not a finite number", frame, bad, _field(row))
+        scales = {**pools.scales, **OUTCOME_SCALES}
+        undeclared = ~frame["outcome"].isin(list(scales))
+        if undeclared.any():
+            row = frame.loc[undeclared.to_numpy()].iloc[0]
+            fail(f"outcome {row['outcome']!r} has no declared scale", frame, undeclared, _field(row))
+        low = frame["outcome"].map(lambda o: scales[o][0]).astype(float)
+        high = frame["outcome"].map(lambda o: scales[o][1]).astype(float)
+        off = (values < low) | (values > high)
+        if off.any():
+            row = frame.loc[off.to_numpy()].iloc[0]
+            lo, hi = scales[row["outcome"]]
+            fail(
+                f"{row['outcome']} rating {float(row['value'])!r} of {row['candidate_id']!r} is off its scale [{lo:g}, {hi:g}]",
+                frame,
+                off,
+                _field(row),
+            )
     dup = pools.votes.duplicated(["candidate_id", "outcome", "pool", "annotator"])
     if dup.any():
         row = pools.votes.loc[dup.to_numpy()].iloc[0]
-        fail(f"annotator {row['annotator']!r} rated {row['candidate_id']!r} twice for {row['outcome']}", pools.votes, dup, "annotator")
+        fail(
+            f"annotator {row['annotator']!r} rated {row['candidate_id']!r} twice for {row['outcome']} in pool {row['pool']!r}",
+            pools.votes,
+            dup,
+            "annotator",
+        )
+    attributes = pools.attributes
+    stray = ~attributes["candidate_id"].isin(candidates["candidate_id"])
+    if stray.any():
+        cid = attributes.loc[stray, "candidate_id"].iloc[0]
+        fail(f"attribute of unknown candidate {cid!r}", attributes, stray, "candidate_id")
+    dup = attributes.duplicated(["candidate_id", "attribute"])
+    if dup.any():
+        row = attributes.loc[dup.to_numpy()].iloc[0]
+        fail(f"candidate {row['candidate_id']!r} has attribute {row['attribute']!r} twice", attributes, dup, row["attribute"])
     ratings = pools.ratings
-    aligned = ratings.loc[(ratings["outcome"] == "alignment") & (ratings["pool"] == "all"), "candidate_id"]
-    unrated = ~candidates["candidate_id"].isin(aligned)
-    if unrated.any():
-        cid = candidates.loc[unrated, "candidate_id"].iloc[0]
-        fail(f"candidate {cid!r} has no alignment rating", candidates, unrated, "alignment")
+    for pool in utility_pools(pools):
+        aligned = ratings.loc[(ratings["outcome"] == UTILITY) & (ratings["pool"] == pool), "candidate_id"]
+        unrated = ~candidates["candidate_id"].isin(aligned)
+        if unrated.any():
+            cid = candidates.loc[unrated, "candidate_id"].iloc[0]
+            fail(
+                f"candidate {cid!r} has no {UTILITY} rating in pool {pool!r} ({int((~unrated).sum())} of "
+                f"{len(candidates)} candidates have one): a pool's {UTILITY}, the selection audit's utility, "
+                "rates every candidate or none",
+                candidates,
+                unrated,
+                UTILITY,
+            )
+
+
+def _field(row: pd.Series) -> str:
+    """The source's name for a rating or vote value: its `field` column when present, else the outcome."""
+    named = row.get("field")
+    return named if isinstance(named, str) else row["outcome"]
 
 
 def check_calls(run: ImportedRun, candidates: pd.DataFrame) -> None:
@@ -244,6 +368,50 @@ def check_scores(imported: ImportedScores, candidates: pd.DataFrame) -> None:
         raise InputError(f"no score for candidate {missing[0]!r} ({len(missing)} missing in all)", **where)
 
 
+def check_ratings(imported: ImportedRatings, candidates: pd.DataFrame) -> None:
+    """Raise InputError unless every rating call is consistent with the pools.
+
+    Each call rates a known candidate, once per condition; its status is one of
+    schema.RATING_STATUSES; an 'ok' call carries an integer rating on the scale
+    and any other call none. A judge may rate a subset of the candidates.
+    """
+    calls = imported.calls.reset_index(drop=True)
+    lines = calls["line"] if "line" in calls.columns else pd.Series(range(1, len(calls) + 1))
+    lo, hi = imported.scale
+
+    def fail(i: int, column: str, message: str) -> None:
+        raise InputError(message, file=imported.source_file, line=int(lines.iloc[i]), field=column)
+
+    unknown = ~calls["candidate_id"].isin(candidates["candidate_id"])
+    if unknown.any():
+        i = int(unknown.to_numpy().argmax())
+        fail(i, "candidate_id", f"unknown candidate id {calls['candidate_id'].iloc[i]!r}")
+    bad = ~calls["status"].isin(RATING_STATUSES)
+    if bad.any():
+        i = int(bad.to_numpy().argmax())
+        fail(i, "status", f"status {calls['status'].iloc[i]!r} is not one of {', '.join(RATING_STATUSES)}")
+    rating = pd.to_numeric(calls["rating"], errors="coerce").astype(float)
+    ok = (calls["status"] == "ok").to_numpy()
+    unrated = ok & rating.isna().to_numpy()
+    if unrated.any():
+        fail(int(unrated.argmax()), "rating", "status 'ok' needs a rating")
+    off = ok & ~(rating.between(lo, hi) & (rating % 1 == 0)).to_numpy()
+    if off.any():
+        i = int(off.argmax())
+        fail(i, "rating", f"expected an integer from {lo} to {hi}, got {calls['rating'].iloc[i]!r}")
+    stray = ~ok & rating.notna().to_numpy()
+    if stray.any():
+        i = int(stray.argmax())
+        fail(i, "rating", f"a call with status {calls['status'].iloc[i]!r} has no rating (only 'ok' calls carry one)")
+    dup = calls.duplicated(["candidate_id", "condition"]).to_numpy()
+    if dup.any():
+        i = int(dup.argmax())
+        cid, condition = calls["candidate_id"].iloc[i], calls["condition"].iloc[i]
+        first = (calls["candidate_id"] == cid) & (calls["condition"] == condition)
+        fail(i, "candidate_id", f"duplicate call: candidate {cid!r} under condition {condition!r} was already "
+                                f"recorded on line {int(lines[first.to_numpy()].iloc[0])}")
+
+
 def write_pools(con: duckdb.DuckDBPyConnection, pools: PoolSet, *, replace: bool = False) -> str:
     """Write a dataset's pools; returns 'created', 'replaced' or 'unchanged'.
 
@@ -287,6 +455,7 @@ def write_pools(con: duckdb.DuckDBPyConnection, pools: PoolSet, *, replace: bool
     store.insert_frame(con, "candidates", with_canonical_index(pools.candidates).assign(dataset_id=ds))
     store.insert_frame(con, "ratings", pools.ratings.assign(dataset_id=ds))
     store.insert_frame(con, "votes", pools.votes.assign(dataset_id=ds))
+    store.insert_frame(con, "candidate_attributes", pools.attributes.assign(dataset_id=ds))
     return outcome
 
 
@@ -315,6 +484,43 @@ def _claim_judge(
     return "replaced"
 
 
+def _record_import_run(
+    con: duckdb.DuckDBPyConnection,
+    dataset_id: str,
+    run_id: str,
+    judge: str,
+    kind: str,
+    config: dict,
+    *,
+    backend: str = "import",
+    model: str | None = None,
+    model_revision: str | None = None,
+) -> dt.datetime:
+    """Insert the `runs` row of an imported run (status 'imported'); returns its timestamp."""
+    now = utc_now()
+    store.insert_records(
+        con,
+        "runs",
+        [
+            RunRecord(
+                run_id=run_id,
+                dataset_id=dataset_id,
+                judge=judge,
+                kind=kind,
+                backend=backend,
+                status="imported",
+                model=model,
+                model_revision=model_revision,
+                manifest_sha256=store.dataset_row(con, dataset_id)["manifest_sha256"],
+                config_json=json.dumps(config, sort_keys=True),
+                started_at=now,
+                finished_at=now,
+            )
+        ],
+    )
+    return now
+
+
 def write_imported_run(
     con: duckdb.DuckDBPyConnection,
     dataset_id: str,
@@ -334,28 +540,8 @@ def write_imported_run(
     claimed = _claim_judge(con, dataset_id, run.judge, run_id, run.source_file, replace)
     if claimed == "unchanged":
         return claimed
-    manifest = store.dataset_row(con, dataset_id)["manifest_sha256"]
     config = {"source_file": str(run.source_file), "source_sha256": source_sha, **run.config}
-    now = utc_now()
-    store.insert_records(
-        con,
-        "runs",
-        [
-            RunRecord(
-                run_id=run_id,
-                dataset_id=dataset_id,
-                judge=run.judge,
-                kind=run.kind,
-                backend=run.backend,
-                status="imported",
-                model=run.model,
-                manifest_sha256=manifest,
-                config_json=json.dumps(config, sort_keys=True),
-                started_at=now,
-                finished_at=now,
-            )
-        ],
-    )
+    now = _record_import_run(con, dataset_id, run_id, run.judge, run.kind, config, backend=run.backend, model=run.model)
     calls = run.calls.copy()
     calls["run_id"] = run_id
     calls["created_at"] = now
@@ -381,30 +567,43 @@ def write_imported_scores(
     claimed = _claim_judge(con, dataset_id, imported.scorer, run_id, imported.source_file, replace)
     if claimed == "unchanged":
         return claimed
-    now = utc_now()
-    store.insert_records(
-        con,
-        "runs",
-        [
-            RunRecord(
-                run_id=run_id,
-                dataset_id=dataset_id,
-                judge=imported.scorer,
-                kind="scorer",
-                backend="import",
-                status="imported",
-                model=imported.model,
-                model_revision=imported.model_revision,
-                manifest_sha256=store.dataset_row(con, dataset_id)["manifest_sha256"],
-                config_json=json.dumps(
-                    {"source_file": str(imported.source_file), "source_sha256": source_sha}
-                ),
-                started_at=now,
-                finished_at=now,
-            )
-        ],
-    )
+    config = {"source_file": str(imported.source_file), "source_sha256": source_sha}
+    _record_import_run(con, dataset_id, run_id, imported.scorer, "scorer", config,
+                       model=imported.model, model_revision=imported.model_revision)
     store.insert_frame(con, "scores", imported.scores.assign(run_id=run_id))
+    return claimed or "created"
+
+
+def write_imported_ratings(
+    con: duckdb.DuckDBPyConnection,
+    dataset_id: str,
+    imported: ImportedRatings,
+    *,
+    replace: bool = False,
+) -> str:
+    """Record an imported rating judge's calls (a 'rater' run); returns 'created', 'replaced' or 'unchanged'.
+
+    The run id derives from (dataset, judge, outcome, file hash), so the same file again
+    is a no-op; a different file or outcome under an existing judge name is refused
+    unless `replace`. The run's config records the outcome and scale, as a rating run's
+    does. Call inside a transaction.
+    """
+    check_ratings(imported, store.load_candidates(con, dataset_id))
+    source_sha = file_sha256(imported.source_file)
+    run_id = f"{dataset_id}:{imported.judge}:import:{imported.outcome}:{source_sha[:16]}"
+    claimed = _claim_judge(con, dataset_id, imported.judge, run_id, imported.source_file, replace)
+    if claimed == "unchanged":
+        return claimed
+    config = {"source_file": str(imported.source_file), "source_sha256": source_sha,
+              "outcome": imported.outcome, "scale": list(imported.scale)}
+    now = _record_import_run(con, dataset_id, run_id, imported.judge, "rater", config)
+    calls = imported.calls.copy()
+    calls["run_id"] = run_id
+    calls["created_at"] = now
+    calls["request_key"] = [
+        hashlib.sha256(f"{run_id}|{c}|{k}".encode()).hexdigest() for c, k in zip(calls["candidate_id"], calls["condition"])
+    ]
+    store.insert_frame(con, "rating_calls", calls)
     return claimed or "created"
 
 
@@ -413,37 +612,75 @@ def write_dataset(
     pools: PoolSet,
     runs: Sequence[ImportedRun] = (),
     scores: Sequence[ImportedScores] = (),
+    ratings: Sequence[ImportedRatings] = (),
     *,
     replace: bool = False,
 ) -> list[str]:
-    """Validate everything, then write pools, runs and scores in one transaction.
+    """Validate everything, then write pools, runs, scores and ratings in one transaction.
 
     Validation happens before the database is opened, so bad input never even
-    creates the file. Returns one report line per part written.
+    creates the file; a failure after this call created it removes it again
+    (see `discarded_on_failure`). Returns one report line per part written.
     """
     check_pools(pools)
-    names = [r.judge for r in runs] + [s.scorer for s in scores]
+    names = [r.judge for r in runs] + [s.scorer for s in scores] + [r.judge for r in ratings]
     for run in runs:
         check_calls(run, pools.candidates)
     for imported in scores:
         check_scores(imported, pools.candidates)
+    for rated in ratings:
+        check_ratings(rated, pools.candidates)
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise InputError(f"judge name {repeated[0]!r} is given twice; every run needs its own name")
-    con = store.connect(db)
-    try:
-        with store.transaction(con):
-            report = [f"pools: {write_pools(con, pools, replace=replace)}"]
-            for run in runs:
-                outcome = write_imported_run(con, pools.dataset_id, run, replace=replace)
-                counts = run.calls["status"].value_counts().to_dict()
-                report.append(f"judge {run.judge}: {outcome}, {len(run.calls)} calls {counts}")
-            for imported in scores:
-                outcome = write_imported_scores(con, pools.dataset_id, imported, replace=replace)
-                report.append(f"scorer {imported.scorer}: {outcome}, {len(imported.scores)} scores")
-    finally:
-        con.close()
+    with discarded_on_failure(Path(db)):
+        con = store.connect(db)
+        try:
+            with store.transaction(con):
+                report = [f"pools: {write_pools(con, pools, replace=replace)}"]
+                for run in runs:
+                    outcome = write_imported_run(con, pools.dataset_id, run, replace=replace)
+                    counts = run.calls["status"].value_counts().to_dict()
+                    report.append(f"judge {run.judge}: {outcome}, {len(run.calls)} calls {counts}")
+                for imported in scores:
+                    outcome = write_imported_scores(con, pools.dataset_id, imported, replace=replace)
+                    report.append(f"scorer {imported.scorer}: {outcome}, {len(imported.scores)} scores")
+                for rated in ratings:
+                    outcome = write_imported_ratings(con, pools.dataset_id, rated, replace=replace)
+                    counts = rated.calls["status"].value_counts().to_dict()
+                    report.append(f"rater {rated.judge}: {outcome}, {len(rated.calls)} ratings of {rated.outcome} {counts}")
+        finally:
+            con.close()
     return report
+
+
+@contextlib.contextmanager
+def discarded_on_failure(db: Path) -> Iterator[None]:
+    """When `db` does not exist yet and the block raises, remove what the block created.
+
+    That is the database file, its side files (`<db>.wal`, lock files: any
+    `<db>.*` that was not there before) and the parent folders made for it.
+    A database that existed is left to the transaction's rollback.
+    """
+    if db.exists() or db.is_symlink():
+        yield
+        return
+    new_folders = [p for p in [db.parent, *db.parent.parents] if not p.exists()]  # deepest first
+    side_pattern = glob.escape(str(db)) + ".*"
+    before = set(glob.glob(side_pattern))
+    try:
+        yield
+    except BaseException:
+        for created in [str(db), *sorted(set(glob.glob(side_pattern)) - before)]:
+            path = Path(created)
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        for folder in new_folders:
+            with contextlib.suppress(OSError):  # not empty: something else lives there now
+                folder.rmdir()
+        raise
 
 
 def _frame_sha256(frame: pd.DataFrame, table: str, keys: list[str]) -> str:

@@ -1,47 +1,70 @@
-"""Reader for plain tables: pools/ratings, judge decisions and scores.
+"""Reader for plain tables: pools/ratings, votes, judge decisions, scores and rating-judge ratings.
 
 Formats by extension: `.csv` (header row, UTF-8), `.parquet`, `.jsonl` (one
 object per line). The column contract is docs/table-contract.md; in short:
 
-- pools, one row per (candidate, pool): prompt_id, prompt, candidate_id,
-  alignment; optional country, category, split, source_model, image_path,
-  stereotype, missing_explicit, missing_implicit, image_quality, overall,
-  pool (default 'all'), n.
+- pools, one row per (candidate, pool): prompt_id, prompt, candidate_id;
+  optional country, category, split, source_model, image_path, a rating
+  column per outcome (alignment, stereotype, missing_explicit,
+  missing_implicit, image_quality, overall, rubric, declared ones), pool
+  (default 'all'), n, and item attributes `item_<attribute>`.
+- votes, one row per annotator's rating: candidate_id, outcome, annotator,
+  value; optional pool (default 'all'). A (candidate, outcome, pool) with
+  votes but no pools-table rating gets the mean of its votes as consensus.
 - decisions, one row per judge call: prompt_id, order_index,
   slot_candidate_ids ('a|b|c' in CSV, a list elsewhere), chosen_candidate_id
   and/or choice_label; optional status, ranking, raw_output, parse_note,
   attempts, seconds.
 - scores, one row per candidate: candidate_id, score (or a JudgeActs-style
   `.json` file `{"scores": {candidate_id: score}}`).
+- ratings of a rating judge, one row per (candidate, condition): candidate_id,
+  rating (an integer on the rated outcome's scale) or none; optional
+  condition (default 'default'), status, raw_output, parse_note, attempts, seconds.
 
 Errors name the file, the line (CSV: physical line of the row's start; JSONL:
 line; Parquet: row number from 1) and the column. Unknown columns are refused
-so that a misspelt rating column cannot vanish silently. Empty CSV cells and
+so that a misspelt rating column cannot vanish silently; an outcome of the
+user's own is a column declared with its scale (`scales`). Empty CSV cells and
 nulls mean "absent"; a rating is never imputed.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import math
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from audit_core.errors import InputError
-from audit_core.ingest import judgeacts
-from audit_core.ingest.pools import CHOSEN_STATUSES, ImportedRun, ImportedScores, PoolSet
+from audit_core.ingest import images, judgeacts, sources, values
+from audit_core.ingest.pools import (
+    CHOSEN_STATUSES,
+    ImportedRatings,
+    ImportedRun,
+    ImportedScores,
+    PoolSet,
+    with_votes,
+)
 from audit_core.orders import slot_labels
-from audit_core.schema import CALL_STATUSES, OUTCOMES
+from audit_core.schema import CALL_STATUSES, INTEGER_MAX, OUTCOME_SCALES
 
 LIST_SEPARATOR = "|"
+DEFAULT_POOL = "all"
+DEFAULT_CONDITION = "default"
 PROMPT_COLUMNS: tuple[str, ...] = ("prompt", "country", "category", "split")
 CANDIDATE_COLUMNS: tuple[str, ...] = ("prompt_id", "source_model", "image_path")
 POOL_COLUMNS: frozenset[str] = frozenset(
-    {"prompt_id", "candidate_id", "pool", "n", *PROMPT_COLUMNS, *CANDIDATE_COLUMNS, *OUTCOMES}
+    {"prompt_id", "candidate_id", "pool", "n", *PROMPT_COLUMNS, *CANDIDATE_COLUMNS, *OUTCOME_SCALES}
+)
+# an item attribute for breakdowns (e.g. item_culture): ASCII letters, digits and underscores after the prefix
+ATTRIBUTE_COLUMN = re.compile(r"item_([A-Za-z0-9_]+)")
+VOTE_COLUMNS: frozenset[str] = frozenset({"candidate_id", "outcome", "pool", "annotator", "value"})
+RATING_COLUMNS: frozenset[str] = frozenset(
+    {"candidate_id", "condition", "rating", "status", "raw_output", "parse_note", "attempts", "seconds"}
 )
 DECISION_COLUMNS: frozenset[str] = frozenset(
     {
@@ -62,67 +85,69 @@ SCORE_COLUMNS: frozenset[str] = frozenset({"candidate_id", "score"})
 
 
 def read_rows(path: str | Path) -> Iterator[tuple[int, dict]]:
-    """Yield (line or row number, {column: value}) with absent values as None."""
+    """Yield (line or row number, {column: value}) with absent values (a Parquet NaN too) as None."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".csv":
         yield from _csv_rows(path)
     elif suffix == ".jsonl":
-        yield from judgeacts.read_jsonl(path)
+        yield from sources.json_lines(path)
     elif suffix == ".parquet":
-        yield from _parquet_rows(path)
+        for number, row in sources.parquet_rows(path):
+            # pandas writes a missing float as NaN; in JSONL a NaN is a value, refused as not finite
+            yield number, {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
     else:
         raise InputError(f"unsupported extension {suffix!r}; use .csv, .parquet or .jsonl", file=path)
 
 
 def _csv_rows(path: Path) -> Iterator[tuple[int, dict]]:
+    text = sources.decoded(sources.read_bytes(path))
+    dirty = sources.text_problem(text) is not None  # some cell holds bytes that are not UTF-8
+    reader = csv.reader(io.StringIO(text, newline=""))
     try:
-        handle = open(path, encoding="utf-8", newline="")
-    except OSError as err:
-        raise InputError(f"cannot read file ({err.strerror})", file=path) from err
-    with handle:
-        reader = csv.reader(handle)
-        try:
-            header = next(reader, None)
-            if not header:
-                raise InputError("no header row", file=path, line=1)
+        header = next(reader, None)
+        if not header:
+            raise InputError("no header row", file=path, line=1)
+        for i, name in enumerate(header):
+            problem = dirty and sources.text_problem(name)
+            if problem:
+                raise InputError(f"header cell {problem}", file=path, line=1, field=f"column {i + 1}")
+            if name in header[:i]:
+                raise InputError("column appears twice in the header", file=path, line=1, field=name)
+        start = reader.line_num + 1
+        for cells in reader:
+            if any(cell.strip() for cell in cells):
+                if len(cells) != len(header):
+                    raise InputError(
+                        f"malformed row: {len(cells)} cells, the header has {len(header)}", file=path, line=start
+                    )
+                for name, cell in zip(header, cells):
+                    problem = dirty and sources.text_problem(cell)
+                    if problem:
+                        raise InputError(problem, file=path, line=start, field=name)
+                yield start, {k: (v if v.strip() else None) for k, v in zip(header, cells)}
             start = reader.line_num + 1
-            for cells in reader:
-                if any(cell.strip() for cell in cells):
-                    if len(cells) != len(header):
-                        raise InputError(
-                            f"malformed row: {len(cells)} cells, the header has {len(header)}", file=path, line=start
-                        )
-                    yield start, {k: (v if v.strip() else None) for k, v in zip(header, cells)}
-                start = reader.line_num + 1
-        except (csv.Error, UnicodeDecodeError) as err:
-            raise InputError(f"malformed CSV ({err})", file=path, line=reader.line_num) from err
-
-
-def _parquet_rows(path: Path) -> Iterator[tuple[int, dict]]:
-    try:
-        table = pq.read_table(path)
-    except (OSError, pa.ArrowException) as err:
-        raise InputError(f"not a readable Parquet file ({err})", file=path) from err
-    yield from enumerate(table.to_pylist(), start=1)
+    except csv.Error as err:
+        raise InputError(f"malformed CSV ({err})", file=path, line=reader.line_num) from err
 
 
 class _Row:
     """Typed access to one row's fields; every error names file, line and column."""
 
-    def __init__(self, path: Path, line: int, values: dict, allowed: frozenset[str]) -> None:
+    def __init__(self, path: Path, line: int, cells: dict, allowed: frozenset[str], hint: str = "") -> None:
         self.where = {"file": path, "line": line}
-        unknown = sorted(set(values) - allowed)
+        unknown = sorted(set(cells) - allowed)
         if unknown:
-            raise InputError(f"unknown column; expected some of {', '.join(sorted(allowed))}", field=unknown[0], **self.where)
-        self.values = values
+            raise InputError(
+                f"unknown column; expected some of {', '.join(sorted(allowed))}{hint}", field=unknown[0], **self.where
+            )
+        self.cells = cells
 
     def fail(self, column: str, message: str) -> None:
         raise InputError(message, field=column, **self.where)
 
     def present(self, column: str) -> bool:
-        value = self.values.get(column)
-        return value is not None and not (isinstance(value, float) and math.isnan(value))
+        return self.cells.get(column) is not None
 
     def absent(self, column: str, required: bool) -> bool:
         """True when `column` is empty in this row; fails (InputError) if it is `required`."""
@@ -133,64 +158,68 @@ class _Row:
         return True
 
     def text(self, column: str, *, required: bool = False, id_like: bool = False) -> str | None:
+        """Text as given; an `id_like` column also takes an integer, and is trimmed and never blank."""
         if self.absent(column, required):
             return None
-        value = self.values[column]
-        if id_like and isinstance(value, int) and not isinstance(value, bool):
-            value = str(value)
-        if not isinstance(value, str):
-            self.fail(column, f"expected text, got {value!r}")
-        return value.strip() if id_like else value
+        value = self.cells[column]
+        if id_like:
+            return values.identifier(value, column, self.where, integers=True).strip()
+        return values.text(value, column, self.where)
 
     def number(self, column: str, *, required: bool = False) -> float | None:
         if self.absent(column, required):
             return None
-        value = self.values[column]
-        if isinstance(value, str):
-            try:
-                value = float(value)
-            except ValueError:
-                self.fail(column, f"expected a number, got {value!r}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            self.fail(column, f"expected a finite number, got {value!r}")
-        return float(value)
+        return values.number(self.cells[column], column, self.where, text=True)
 
-    def integer(self, column: str, *, minimum: int, required: bool = False) -> int | None:
-        value = self.number(column, required=required)
-        if value is None:
+    def integer(
+        self, column: str, *, minimum: int, maximum: int = INTEGER_MAX, required: bool = False
+    ) -> int | None:
+        if self.absent(column, required):
             return None
-        if not value.is_integer() or value < minimum:
-            self.fail(column, f"expected an integer ≥ {minimum}, got {self.values[column]!r}")
-        return int(value)
+        return values.integer(self.cells[column], column, self.where, minimum=minimum, maximum=maximum, text=True)
 
     def items(self, column: str, *, required: bool = False) -> list[str] | None:
         if self.absent(column, required):
             return None
-        value = self.values[column]
+        value = self.cells[column]
         if isinstance(value, str):
             value = value.split(LIST_SEPARATOR)
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v.strip() for v in value):
-            self.fail(column, f"expected a list of ids (or 'a{LIST_SEPARATOR}b{LIST_SEPARATOR}c'), got {value!r}")
+            self.fail(column, f"expected a list of ids (or 'a{LIST_SEPARATOR}b{LIST_SEPARATOR}c'), got {values.shown(value)}")
         return [v.strip() for v in value]
 
 
-def read_pools_table(path: str | Path, dataset_id: str) -> PoolSet:
-    """Parse a long pools/ratings table into a PoolSet (no database access).
+def read_pools_table(
+    path: str | Path,
+    dataset_id: str,
+    scales: Mapping[str, tuple[float, float]] | None = None,
+    votes: str | Path | None = None,
+) -> PoolSet:
+    """Parse a long pools/ratings table, and optionally a votes table, into a PoolSet (no database access).
 
     Prompt-level columns must agree across a prompt's rows and candidate-level
-    columns across a candidate's rows; (candidate_id, pool) is unique. A relative
-    image_path is taken relative to the table's folder and must exist.
+    columns (item attributes `item_<attribute>` too) across a candidate's rows;
+    (candidate_id, pool) is unique. An image_path is relative to the table's
+    folder, stays inside it and names an image that decodes. `scales` declares
+    outcomes beyond the built-in ones, each with its [lo, hi] (see
+    `declared_scale`). With `votes`, each (candidate, outcome, pool) that has
+    votes but no rating in the pools table gets their mean (see `pools.with_votes`).
     """
     path = Path(path)
+    scales = dict(scales or {})
+    outcomes = (*OUTCOME_SCALES, *scales)
+    allowed = POOL_COLUMNS | set(scales)
     prompts: dict[str, dict] = {}
     candidates: dict[str, dict] = {}
     ratings: list[dict] = []
     seen: dict[tuple[str, str], int] = {}
-    for line, values in read_rows(path):
-        row = _Row(path, line, values, POOL_COLUMNS)
+    for line, cells in read_rows(path):
+        attribute_columns = tuple(sorted(c for c in cells if ATTRIBUTE_COLUMN.fullmatch(c)))
+        row = _Row(path, line, cells, allowed | set(attribute_columns),
+                   ", item_<attribute> (declare an outcome of your own with --outcome NAME=LO:HI)")
         pid = row.text("prompt_id", required=True, id_like=True)
         cid = row.text("candidate_id", required=True, id_like=True)
-        pool = row.text("pool", id_like=True) or "all"
+        pool = row.text("pool", id_like=True) or DEFAULT_POOL
         if (cid, pool) in seen:
             row.fail("candidate_id", f"duplicate row: candidate {cid!r} in pool {pool!r} already on line {seen[cid, pool]}")
         seen[cid, pool] = line
@@ -203,41 +232,124 @@ def read_pools_table(path: str | Path, dataset_id: str) -> PoolSet:
             "prompt_id": pid,
             "source_model": row.text("source_model"),
             "image_path": _image_path(row, path.parent),
+            **{c: _attribute(row, c) for c in attribute_columns},
         }
         _agree(row, prompts, pid, prompt, PROMPT_COLUMNS, f"prompt {pid!r}")
-        _agree(row, candidates, cid, candidate, CANDIDATE_COLUMNS, f"candidate {cid!r}")
+        first = candidates.get(cid, candidate)
+        attributes_here = {c for c in (*first, *candidate) if ATTRIBUTE_COLUMN.fullmatch(c)}
+        _agree(row, candidates, cid, candidate, (*CANDIDATE_COLUMNS, *sorted(attributes_here)), f"candidate {cid!r}")
         n = row.integer("n", minimum=1)
-        for outcome in OUTCOMES:
-            value = row.number(outcome, required=outcome == "alignment")
+        for outcome in outcomes:
+            value = row.number(outcome)
             if value is not None:
                 ratings.append({"candidate_id": cid, "outcome": outcome, "pool": pool, "value": value, "n": n, "line": line})
     if not prompts:
         raise InputError("no pools found", file=path)
-    return PoolSet(
+    attributes = [
+        {"candidate_id": cid, "attribute": ATTRIBUTE_COLUMN.fullmatch(c).group(1), "value": value, "line": record["line"]}
+        for cid, record in candidates.items()
+        for c, value in record.items()
+        if ATTRIBUTE_COLUMN.fullmatch(c) and value is not None
+    ]
+    pools = PoolSet(
         dataset_id=dataset_id,
         source=str(path),
         prompts=pd.DataFrame(list(prompts.values())),
-        candidates=pd.DataFrame(list(candidates.values())),
-        ratings=pd.DataFrame(ratings).astype({"n": "Int64"}),
+        candidates=pd.DataFrame([{k: v for k, v in r.items() if not ATTRIBUTE_COLUMN.fullmatch(k)}
+                                 for r in candidates.values()]),
+        ratings=pd.DataFrame(ratings, columns=["candidate_id", "outcome", "pool", "value", "n", "line"]).astype(
+            {"n": "Int64"}
+        ),
+        attributes=pd.DataFrame(attributes, columns=["candidate_id", "attribute", "value", "line"]),
+        scales=scales,
     )
+    return pools if votes is None else with_votes(pools, read_votes_table(votes, scales))
+
+
+def _attribute(row: _Row, column: str) -> str | None:
+    """An item attribute's value: text; blank counts as absent, as an empty CSV cell does."""
+    value = row.text(column)
+    return value if value is not None and value.strip() else None
+
+
+def read_votes_table(path: str | Path, scales: Mapping[str, tuple[float, float]] | None = None) -> pd.DataFrame:
+    """Parse a votes table: candidate_id, outcome, pool, annotator, value (plus line, file, field for errors).
+
+    The outcome must be a built-in one or declared in `scales`; check_pools
+    puts each value on its outcome's scale and each annotator once per
+    (candidate, outcome, pool).
+    """
+    path = Path(path)
+    known = {**dict(scales or {}), **OUTCOME_SCALES}
+    rows = []
+    for line, cells in read_rows(path):
+        row = _Row(path, line, cells, VOTE_COLUMNS)
+        cid = row.text("candidate_id", required=True, id_like=True)
+        outcome = row.text("outcome", required=True, id_like=True)
+        if outcome not in known:
+            row.fail("outcome", f"outcome {outcome!r} has no scale: use one of {', '.join(sorted(known))} "
+                                "or declare yours with --outcome NAME=LO:HI")
+        rows.append(
+            {
+                "candidate_id": cid,
+                "outcome": outcome,
+                "pool": row.text("pool", id_like=True) or DEFAULT_POOL,
+                "annotator": row.text("annotator", required=True, id_like=True),
+                "value": row.number("value", required=True),
+                "line": line,
+                "file": str(path),
+                "field": "value",
+            }
+        )
+    if not rows:
+        raise InputError("no votes found", file=path)
+    return pd.DataFrame(rows)
+
+
+def rating_scale(outcome: str, scales: Mapping[str, tuple[float, float]] | None = None) -> tuple[int, int]:
+    """The integer scale lo..hi of a rating judge's `outcome` (built-in or declared); InputError if it has none."""
+    known = {**dict(scales or {}), **OUTCOME_SCALES}
+    if outcome not in known:
+        raise InputError(f"outcome {outcome!r} has no scale: use one of {', '.join(sorted(known))} "
+                         "or declare yours with --outcome NAME=LO:HI", field="--rating-outcome")
+    lo, hi = known[outcome]
+    if not (float(lo).is_integer() and float(hi).is_integer()):
+        raise InputError(f"outcome {outcome!r} is on [{lo:g}, {hi:g}]: a rating judge rates integers, so its "
+                         "scale needs integer ends", field="--rating-outcome")
+    return int(lo), int(hi)
+
+
+def declared_scale(text: str) -> tuple[str, tuple[float, float]]:
+    """Parse NAME=LO:HI, an outcome column of the user's own and its scale; ValueError says what is wrong."""
+    name, sep, bounds = text.partition("=")
+    lo_text, colon, hi_text = bounds.partition(":")
+    lo, hi = values.parsed_number(lo_text), values.parsed_number(hi_text)
+    if not sep or not colon or lo is None or hi is None or not lo < hi:
+        raise ValueError(f"expected NAME=LO:HI with numbers LO < HI, got {text!r}")
+    if not name.isidentifier() or not name.isascii():
+        raise ValueError(f"outcome name {name!r} must be letters, digits and underscores")
+    if name in POOL_COLUMNS:
+        raise ValueError(f"{name!r} is a column of the contract already; built-in outcomes have fixed scales")
+    return name, (lo, hi)
 
 
 def _image_path(row: _Row, base: Path) -> str | None:
     text = row.text("image_path")
     if text is None:
         return None
-    image = Path(text) if Path(text).is_absolute() else base / text
-    if not image.is_file():
+    image = images.confined_path(text, base, "image_path", row.where)
+    if not images.existing_file(image, "image_path", row.where):
         row.fail("image_path", f"no such file: {image}")
-    return str(image.resolve())
+    images.decoded_format(image, "image_path", row.where)
+    return str(image)
 
 
 def _agree(row: _Row, seen: dict[str, dict], key: str, record: dict, columns: tuple[str, ...], what: str) -> None:
-    """Keep the first record per key; later rows must repeat its values."""
+    """Keep the first record per key; later rows must repeat its values (a column a row lacks is absent)."""
     first = seen.setdefault(key, record)
     for column in columns:
-        if first[column] != record[column]:
-            row.fail(column, f"{what} has {first[column]!r} on line {first['line']} but {record[column]!r} here")
+        if first.get(column) != record.get(column):
+            row.fail(column, f"{what} has {first.get(column)!r} on line {first['line']} but {record.get(column)!r} here")
 
 
 def read_decisions_table(path: str | Path, judge: str) -> ImportedRun:
@@ -250,8 +362,8 @@ def read_decisions_table(path: str | Path, judge: str) -> ImportedRun:
     """
     path = Path(path)
     calls = []
-    for line, values in read_rows(path):
-        row = _Row(path, line, values, DECISION_COLUMNS)
+    for line, cells in read_rows(path):
+        row = _Row(path, line, cells, DECISION_COLUMNS)
         slots = row.items("slot_candidate_ids", required=True)
         if not 2 <= len(slots) <= 26:
             row.fail("slot_candidate_ids", f"a call shows 2 to 26 images, got {len(slots)}")
@@ -300,9 +412,48 @@ def read_scores_table(path: str | Path, scorer: str) -> ImportedScores:
     if path.suffix.lower() == ".json":
         return judgeacts.read_scores(path, scorer)
     rows = []
-    for line, values in read_rows(path):
-        row = _Row(path, line, values, SCORE_COLUMNS)
+    for line, cells in read_rows(path):
+        row = _Row(path, line, cells, SCORE_COLUMNS)
         rows.append(
             {"candidate_id": row.text("candidate_id", required=True, id_like=True), "score": row.number("score", required=True)}
         )
     return ImportedScores(scorer=scorer, source_file=str(path), scores=pd.DataFrame(rows, columns=["candidate_id", "score"]))
+
+
+def read_ratings_table(
+    path: str | Path, judge: str, outcome: str = "rubric", scale: tuple[int, int] = (1, 5)
+) -> ImportedRatings:
+    """Parse a rating judge's recorded ratings into an ImportedRatings (no database access).
+
+    rating is an integer on `scale` (lo..hi) or absent; status defaults to 'ok'
+    when a rating is given, else 'parse_fail' when raw_output is given, else
+    'runtime_fail' ('abstained' must be explicit). `pools.check_ratings` holds
+    the rest of the contract ('ok' needs a rating, every other status forbids one).
+    """
+    path = Path(path)
+    lo, hi = scale
+    calls = []
+    for line, cells in read_rows(path):
+        row = _Row(path, line, cells, RATING_COLUMNS)
+        rating = row.integer("rating", minimum=lo, maximum=hi)
+        raw = row.text("raw_output")
+        status = row.text("status", id_like=True)
+        if status is None:  # an abstention is never guessed: 'abstained' must be written out
+            status = "ok" if rating is not None else "parse_fail" if raw is not None else "runtime_fail"
+        calls.append(
+            {
+                "line": line,
+                "candidate_id": row.text("candidate_id", required=True, id_like=True),
+                "condition": row.text("condition", id_like=True) or DEFAULT_CONDITION,
+                "status": status,
+                "rating": None if rating is None else float(rating),
+                "raw_output": raw,
+                "parse_note": row.text("parse_note"),
+                "attempts": row.integer("attempts", minimum=1) or 1,
+                "seconds": row.number("seconds"),
+                "input_json": None,
+            }
+        )
+    if not calls:
+        raise InputError("no ratings found", file=path)
+    return ImportedRatings(judge=judge, source_file=str(path), calls=pd.DataFrame(calls), outcome=outcome, scale=scale)

@@ -12,12 +12,24 @@ from typing import Protocol, runtime_checkable
 from runners.protocol import JudgeRequest
 
 
+class BackendFailure(RuntimeError):
+    """A runtime failure that carries what the backend did receive (bounded text), to record with it."""
+
+    def __init__(self, message: str, *, raw_output: str | None = None) -> None:
+        super().__init__(message)
+        self.raw_output = raw_output
+
+
 @runtime_checkable
 class SelectorBackend(Protocol):
     """A judge that sees a prompt and labelled images and answers in text."""
 
     def generate(self, request: JudgeRequest) -> str:
         """Raw output text for one request; raise on runtime failure (the recorder retries once).
+
+        The text is what gets parsed and stored, so keep it bounded. A
+        `BackendFailure` may carry the raw text received; the recorder stores
+        it with the runtime failure.
 
         Must be safe to call from worker threads when the recorder runs with concurrency > 1.
         """

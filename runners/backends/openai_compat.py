@@ -4,33 +4,70 @@ The request is one user message: the instruction text, then per slot the text
 "Image A:" and the image as a base64 PNG data URL, then the closing text.
 Decoding is greedy (temperature 0) with a bounded `max_tokens`.
 
-Failures: a transport error, a timeout or a 5xx raises, and the recorder makes
-its one identical retry. A 429 (rate limit) is not a failure: the backend
-waits (Retry-After when given) and asks again, at most `max_rate_limit_waits`
-times per call. Other 4xx responses raise with the server's message.
+Bounds: every exchange with the endpoint (connect, send, status, headers and
+the whole body) has a wall-clock deadline of `timeout` seconds, however slowly
+the server sends; the body is read in chunks and refused beyond
+`max_response_bytes`; the text returned for recording is at most
+`STORED_TEXT_CHARS` characters.
+
+Failures: a transport error, a missed deadline, a body over the cap or not the
+chat-completions JSON, or a 5xx raises, and the recorder makes its one
+identical retry (a body over the cap is recorded with its first bytes, cut).
+A 429 (rate limit) is not a failure: the backend waits (Retry-After when
+given) and asks again, at most `max_rate_limit_waits` times per call, each
+wait at most `max_wait_seconds`. Other 4xx responses raise with the server's
+message. Message content that is not text (a number, null, an object, a list
+other than text parts) and text cut to the storage bound are returned as a
+marked description that no output contract accepts, so the call is a parse
+failure, never resampled and never fatal to the run.
 """
 
 from __future__ import annotations
 
 import base64
 import email.utils
+import http.client
 import io
+import json
+import math
 import os
+import socket
 import threading
 import time
+import urllib.parse
 
-import requests
-
+from runners.backends.base import BackendFailure
 from runners.backends.images import load_fitted
 from runners.protocol import JudgeRequest
 
+STORED_TEXT_CHARS = 64 * 1024  # a contract answer is a few dozen characters; more is kept only as evidence
+DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+READ_CHUNK_BYTES = 64 * 1024
+ERROR_PREVIEW_CHARS = 300
 
-class EndpointError(RuntimeError):
-    """The endpoint answered with an error status or an unusable body."""
+
+class EndpointError(BackendFailure):
+    """The endpoint answered with an error status or an unusable body, or not in time."""
+
+
+class EndpointTimeout(EndpointError):
+    """No complete response within the call's deadline."""
+
+
+def cut_text(text: str, limit: int, what: str) -> str:
+    """`text` if it has at most `limit` characters, else its first `limit` and a marker saying it was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[cut: {what}; first {limit} characters kept]"
 
 
 class OpenAISelector:
-    """OpenAI-compatible chat completions; safe to share between the recorder's threads."""
+    """OpenAI-compatible chat completions; safe to share between the recorder's threads.
+
+    Each exchange opens its own connection (`Connection: close`): the deadline
+    is enforced by shutting that socket, which no pooled client exposes, and a
+    handshake is small beside a model call.
+    """
 
     def __init__(
         self,
@@ -44,12 +81,19 @@ class OpenAISelector:
         revision: str | None = None,
         max_rate_limit_waits: int = 30,
         max_wait_seconds: float = 60.0,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         if not base_url:
             raise ValueError("no endpoint: pass --base-url or set OPENAI_BASE_URL (e.g. http://localhost:8000/v1)")
+        parts = _chat_endpoint(base_url)
+        if not 0 < timeout < math.inf:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
+        if max_response_bytes < 1:
+            raise ValueError(f"max_response_bytes must be positive, got {max_response_bytes}")
         self.model = model
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.url = urllib.parse.urlunsplit(parts)
+        self._parts = parts
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self.max_new_tokens = max_new_tokens
         self.max_edge = max_edge
@@ -57,7 +101,7 @@ class OpenAISelector:
         self.revision = revision
         self.max_rate_limit_waits = max_rate_limit_waits
         self.max_wait_seconds = max_wait_seconds
-        self._local = threading.local()
+        self.max_response_bytes = max_response_bytes
 
     def model_revision(self) -> str | None:
         """The revision given by the user; an endpoint does not report one reliably."""
@@ -79,32 +123,90 @@ class OpenAISelector:
         }
 
     def generate(self, request: JudgeRequest) -> str:
-        """POST the request; wait out rate limits; raise on transport errors and error statuses."""
-        body = self.payload(request)
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        """POST the request; wait out rate limits; raise on transport errors, missed deadlines and error statuses."""
+        body = json.dumps(self.payload(request)).encode()
+        headers = {"Content-Type": "application/json", "Accept": "application/json", "Connection": "close"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
         for _ in range(self.max_rate_limit_waits + 1):
-            response = self._session().post(self.url, json=body, headers=headers, timeout=self.timeout)
-            if response.status_code == 429:
-                time.sleep(self._retry_after(response))
+            status, response_headers, data = self._exchange(body, headers)
+            if status == 429:
+                time.sleep(self._retry_after(response_headers.get("Retry-After", "")))
                 continue
-            if response.status_code >= 400:
-                raise EndpointError(f"HTTP {response.status_code} from {self.url}: {response.text[:300]}")
-            return self._text(response)
+            if status >= 400:
+                preview = data.decode("utf-8", errors="replace")[:ERROR_PREVIEW_CHARS]
+                raise EndpointError(f"HTTP {status} from {self.url}: {preview}")
+            return self._text(data)
         raise EndpointError(f"still rate-limited after {self.max_rate_limit_waits} waits: {self.url}")
 
-    def _session(self) -> requests.Session:
-        session = getattr(self._local, "session", None)
-        if session is None:
-            session = self._local.session = requests.Session()
-        return session
+    def _exchange(self, body: bytes, headers: dict[str, str]) -> tuple[int, http.client.HTTPMessage, bytes]:
+        """(status, headers, body) of one POST, all of it within `timeout` seconds of wall-clock time.
+
+        A watchdog shuts the socket at the deadline, which ends any blocked
+        send or read at once (connecting has its own `timeout`) (a per-read timeout would let a
+        server that drips a byte at a time hold the call indefinitely).
+        """
+        parts = self._parts
+        connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        connection = connection_class(parts.hostname, parts.port, timeout=self.timeout)
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            if connection.sock is not None:
+                try:  # the plain socket's shutdown: it wakes a blocked TLS read too
+                    socket.socket.shutdown(connection.sock, socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        watchdog = threading.Timer(self.timeout, expire)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            path = parts.path + (f"?{parts.query}" if parts.query else "")
+            connection.request("POST", path, body=body, headers=headers)
+            response = connection.getresponse()
+            data = self._body(response, expired)
+            if expired.is_set():  # a body without a length ends at close, which the watchdog also causes
+                raise EndpointTimeout(f"no complete response within {self.timeout:g} s from {self.url}")
+            return response.status, response.headers, data
+        except (OSError, http.client.HTTPException) as err:
+            if expired.is_set() or isinstance(err, TimeoutError):
+                raise EndpointTimeout(f"no complete response within {self.timeout:g} s from {self.url}") from None
+            raise EndpointError(f"{type(err).__name__} talking to {self.url}: {err}") from None
+        finally:
+            watchdog.cancel()
+            watchdog.join()  # so the watchdog never touches a socket after it is closed
+            connection.close()
+
+    def _body(self, response: http.client.HTTPResponse, expired: threading.Event) -> bytes:
+        """The response body, read a chunk at a time; EndpointError past `max_response_bytes`."""
+        chunks: list[bytes] = []
+        size = 0
+        while not expired.is_set():
+            chunk = response.read1(READ_CHUNK_BYTES)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > self.max_response_bytes:
+                head = b"".join(chunks)[:STORED_TEXT_CHARS].decode("utf-8", errors="replace")
+                raise EndpointError(
+                    f"response body from {self.url} exceeds the {self.max_response_bytes}-byte cap",
+                    raw_output=f"{head}\n[cut: body over the {self.max_response_bytes}-byte cap; "
+                               f"first {STORED_TEXT_CHARS} bytes kept]",
+                )
+        if response.length:  # the server announced more than arrived
+            raise http.client.IncompleteRead(b"".join(chunks), response.length)
+        return b"".join(chunks)
 
     def _data_url(self, path: str) -> str:
         buffer = io.BytesIO()
         load_fitted(path, self.max_edge).save(buffer, format="PNG")
         return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
-    def _retry_after(self, response: requests.Response) -> float:
-        value = response.headers.get("Retry-After", "")
+    def _retry_after(self, value: str) -> float:
+        """Seconds to wait for a Retry-After header value (seconds or an HTTP date), within [0, max_wait_seconds]."""
         try:
             wait = float(value)
         except ValueError:
@@ -112,14 +214,60 @@ class OpenAISelector:
                 wait = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
             except (TypeError, ValueError):
                 wait = 1.0
+        if math.isnan(wait):
+            wait = 1.0
         return min(max(wait, 0.0), self.max_wait_seconds)
 
-    def _text(self, response: requests.Response) -> str:
+    def _text(self, data: bytes) -> str:
+        """The reply's text, bounded for storage; non-text content becomes a marked description (a parse failure)."""
         try:
-            message = response.json()["choices"][0]["message"]
+            message = json.loads(data)["choices"][0]["message"]
+            if not isinstance(message, dict):
+                raise TypeError("message is not an object")
         except (ValueError, KeyError, IndexError, TypeError):
-            raise EndpointError(f"unexpected response body from {self.url}: {response.text[:300]}") from None
+            preview = data.decode("utf-8", errors="replace")[:ERROR_PREVIEW_CHARS]
+            raise EndpointError(f"unexpected response body from {self.url}: {preview}") from None
         content = message.get("content")
-        if isinstance(content, list):  # some servers return content parts
-            return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-        return content or ""
+        text = _content_text(content)
+        if text is None:
+            shown = cut_text(json.dumps(content, ensure_ascii=False), STORED_TEXT_CHARS, "content")
+            return f"(message content is {_json_kind(content)}, not text) {shown}"
+        return cut_text(text, STORED_TEXT_CHARS, f"reply of {len(text)} characters")
+
+
+def _chat_endpoint(base_url: str) -> urllib.parse.SplitResult:
+    """The parsed chat-completions URL under `base_url`; ValueError unless http(s) with a host and a valid port."""
+    parts = urllib.parse.urlsplit(base_url.rstrip("/") + "/chat/completions")
+    try:
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port is None or parts.port > 0)
+    except ValueError:  # a port that is not a number in range
+        valid = False
+    if not valid:
+        raise ValueError(f"endpoint {base_url!r} is not an http:// or https:// URL with a host and a valid port")
+    return parts
+
+
+def _content_text(content: object) -> str | None:
+    """Text content, or a list of text parts joined (some servers answer in parts); None for anything else."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and content and all(
+        isinstance(part, dict) and part.get("type", "text") == "text" and isinstance(part.get("text"), str)
+        for part in content
+    ):
+        return "".join(part["text"] for part in content)
+    return None
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, list):
+        return "a list" if value else "an empty list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__

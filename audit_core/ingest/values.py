@@ -1,0 +1,109 @@
+"""Strict field values for the readers: numbers, integers in a column's range, text, ids.
+
+Each check takes the raw value (from JSON, a CSV cell or Parquet), the field's
+name and `where` ({"file": ..., "line": ...}) and returns the clean value or
+raises InputError naming file, line and field. Numbers written as text follow
+one ASCII syntax, `[+-]digits[.digits][e[+-]digits]`: Python's float() also
+takes `1_0`, non-ASCII digits, 'nan' and 'inf', which no table means.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from audit_core.errors import InputError
+from audit_core.schema import INTEGER_MAX
+
+NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+SHOWN_CHARS = 60
+
+
+def shown(value: object) -> str:
+    """repr(value), cut to about SHOWN_CHARS characters so a huge field cannot flood a message."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[: SHOWN_CHARS - 5]}…{text[-4:]} ({len(text)} characters)"
+
+
+def real(value: object) -> float | None:
+    """`value` as a finite float when it is an int or float (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond the float range
+        return None
+    return number if math.isfinite(number) else None
+
+
+def parsed_number(text: str) -> float | None:
+    """The finite number a text spells in NUMBER_TEXT syntax (spaces and tabs around allowed), else None."""
+    text = text.strip(" \t")
+    if not NUMBER_TEXT.fullmatch(text):
+        return None
+    number = float(text)  # '1e999' overflows to inf, refused below
+    return number if math.isfinite(number) else None
+
+
+def number(value: object, field: str, where: dict, *, text: bool = False) -> float:
+    """A finite int or float; with `text`, also a string in NUMBER_TEXT syntax."""
+    number = parsed_number(value) if text and isinstance(value, str) else real(value)
+    if number is None:
+        raise InputError(f"{_number_problem(value, text)}, got {shown(value)}", field=field, **where)
+    return number
+
+
+def _number_problem(value: object, text: bool) -> str:
+    if text and isinstance(value, str):
+        spelled = value.strip(" \t")
+        if NUMBER_TEXT.fullmatch(spelled) or spelled.lower().lstrip("+-") in ("nan", "inf", "infinity"):
+            return "expected a finite number"
+        return "expected a number written with ASCII digits (like 0.5, -2 or 1e-3)"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "expected a finite number"
+    return "expected a number"
+
+
+def integer(
+    value: object, field: str, where: dict, *, minimum: int, maximum: int = INTEGER_MAX, text: bool = False
+) -> int:
+    """An integral number in [minimum, maximum] (an INTEGER column's range by default)."""
+    number = parsed_number(value) if text and isinstance(value, str) else real(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        exact: int | None = value  # exact even beyond the float range
+    else:
+        exact = int(number) if number is not None and number.is_integer() else None
+    if exact is None or not minimum <= exact <= maximum:
+        raise InputError(f"expected an integer from {minimum} to {maximum}, got {shown(value)}", field=field, **where)
+    return exact
+
+
+def text(value: object, field: str, where: dict, *, required: bool = False) -> str | None:
+    """A string, or None when absent (JSON null) and not `required`."""
+    if value is None:
+        if required:
+            raise InputError("missing", field=field, **where)
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"expected text, got {shown(value)}", field=field, **where)
+    return value
+
+
+def identifier(value: object, field: str, where: dict, *, integers: bool = False) -> str:
+    """A string that is not blank, as given; with `integers`, an int id is taken as its text."""
+    if integers and isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if value is None:
+        raise InputError("missing", field=field, **where)
+    if not isinstance(value, str):
+        raise InputError(f"expected an id (text), got {shown(value)}", field=field, **where)
+    if not value.strip():
+        raise InputError("empty id", field=field, **where)
+    return value
+
+
+def flag(value: object, field: str, where: dict) -> bool | None:
+    """true, false or absent (None)."""
+    if value is not None and not isinstance(value, bool):
+        raise InputError(f"expected true or false, got {shown(value)}", field=field, **where)
+    return value

@@ -1,0 +1,148 @@
+"""Record a rating judge on a dataset: every item (candidate image) alone, under each condition.
+
+    python -m runners.run_rater --db DB --dataset NAME --judge NAME \
+        --backend {simulated,hf,openai} --model ID [--condition NAME ...] \
+        [--conditions FILE] [--instruction FILE] [--limit N] [--concurrency N] [--replace] \
+        [--max-new-tokens 16] [--max-edge 448]
+
+The judge sees the prompt and one image with a versioned rubric instruction
+(default runners/instructions/rubric_1to5_v1.txt: 1-5 anchors, abstention
+`unspecified`) under each named condition of a conditions file (default
+runners/conditions/default_v1.json; condition `default` unless --condition
+is given). For `simulated`, --model names a profile of
+runners/judges/simulated_raters.json. Calls are committed as they finish and
+the database is released between writes; run the same command again to
+resume. Bad input exits with status 2, a database or judge name held by
+another process with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from audit_core.errors import InputError
+from runners import run_judge
+from runners.backends.openai_compat import DEFAULT_MAX_RESPONSE_BYTES
+from runners.command import run_job
+from runners.database import DatabaseFile
+from runners.rating_parsing import Scale
+from runners.rating_protocol import (
+    DEFAULT_CONDITION,
+    DEFAULT_CONDITIONS,
+    DEFAULT_INSTRUCTION,
+    RatingBackend,
+    load_rubric,
+    select_conditions,
+)
+from runners.rating_recorder import load_rating_scope, plan_ratings, record_rater
+from runners.recorder import RunSummary
+
+BACKENDS: tuple[str, ...] = ("simulated", "hf", "openai")
+
+run_rater = record_rater  # the public name of the rating path, for the demo and other callers
+
+
+def make_backend(args: argparse.Namespace, consensus: pd.DataFrame, scale: Scale) -> RatingBackend:
+    """Build the backend the flags ask for; hf and openai are the selectors' backends, unchanged.
+
+    A simulated rater is given the dataset's pool consensus (candidate_id,
+    pool, consensus), which must lie on the rubric's scale.
+    """
+    if args.backend != "simulated":
+        return run_judge.make_backend(args)
+    from runners.backends.simulated_rater import simulated_rater
+
+    if consensus.empty:
+        raise InputError(f"the simulated rater needs pool consensus (ratings or votes) for the rubric's outcome "
+                         f"on dataset {args.dataset!r}, and there is none", field="--backend")
+    off = consensus[(consensus["consensus"] < scale.lo) | (consensus["consensus"] > scale.hi)]
+    if not off.empty:
+        row = off.iloc[0]
+        raise InputError(f"the simulated rater needs consensus on the rubric's scale {scale.lo}-{scale.hi}; pool "
+                         f"{row['pool']!r} gives {row['candidate_id']!r} {row['consensus']:g} ({len(off)} such values)",
+                         field="--backend")
+    try:
+        return simulated_rater(args.model, consensus)
+    except ValueError as err:
+        raise InputError(str(err), field="--model") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m runners.run_rater", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", required=True, help="DuckDB file holding the dataset")
+    parser.add_argument("--dataset", required=True, help="dataset name in the store")
+    parser.add_argument("--judge", required=True, help="name to record this rating judge under")
+    parser.add_argument("--backend", required=True, choices=BACKENDS)
+    parser.add_argument("--model", required=True,
+                        help="model id or local path (hf), served model name (openai), profile (simulated)")
+    parser.add_argument("--condition", nargs="+", action="extend", default=None, metavar="NAME",
+                        help=f"conditions to run, from the conditions file (default: {DEFAULT_CONDITION})")
+    parser.add_argument("--conditions", type=Path, default=DEFAULT_CONDITIONS, metavar="FILE",
+                        help="conditions file (JSON; default runners/conditions/default_v1.json)")
+    parser.add_argument("--instruction", type=Path, default=DEFAULT_INSTRUCTION, metavar="FILE",
+                        help="rubric instruction file (default runners/instructions/rubric_1to5_v1.txt)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N items (in store order)")
+    parser.add_argument("--max-new-tokens", type=int, default=16, help="generation bound (hf, openai)")
+    parser.add_argument("--max-edge", type=int, default=448,
+                        help="resize images to fit this bounding box, aspect kept (hf, openai)")
+    parser.add_argument("--concurrency", type=int, default=1, help="calls in flight at once")
+    parser.add_argument("--replace", action="store_true", help="delete this judge's earlier records first")
+    parser.add_argument("--revision", default=None, help="model revision: loaded (hf) or recorded as given (openai)")
+    parser.add_argument("--device", default="auto", help="auto, cuda, mps or cpu (hf)")
+    parser.add_argument("--base-url", default=None, help="endpoint base URL (openai; else $OPENAI_BASE_URL)")
+    parser.add_argument("--api-key", default=None, help="API key (openai; else $OPENAI_API_KEY)")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="wall-clock deadline in seconds for each request, body included (openai)")
+    parser.add_argument("--max-response-bytes", type=int, default=DEFAULT_MAX_RESPONSE_BYTES,
+                        help="refuse a response body larger than this: a runtime failure (openai; default 4 MiB)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.limit is not None and args.limit < 1:
+        parser.error("--limit must be at least 1")
+    if not 0 < args.timeout < float("inf"):
+        parser.error("--timeout must be a positive number of seconds")
+    if args.max_response_bytes < 1:
+        parser.error("--max-response-bytes must be at least 1")
+    conditions = args.condition or [DEFAULT_CONDITION]
+    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("api_key", "quiet")}
+    db = DatabaseFile(args.db)
+
+    def job() -> RunSummary:
+        instruction = load_rubric(args.instruction)
+        chosen = select_conditions(args.conditions, conditions)
+        with db.session() as con:
+            scope = load_rating_scope(con, dataset=args.dataset, outcome=instruction.outcome, limit=args.limit)
+        # Check conditions, demonstrations and images before loading a model that may take minutes.
+        plan_ratings(scope, judge=args.judge, instruction=instruction, conditions=chosen)
+        return run_rater(
+            db,
+            dataset=args.dataset,
+            judge=args.judge,
+            backend=make_backend(args, scope.consensus, instruction.scale),
+            backend_name=args.backend,
+            model=args.model,
+            conditions=conditions,
+            conditions_file=args.conditions,
+            instruction_file=args.instruction,
+            limit=args.limit,
+            concurrency=args.concurrency,
+            progress=not args.quiet,
+            replace=args.replace,
+            config=config,
+        )
+
+    return run_job(job, interrupted="finished ratings are recorded")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
