@@ -179,7 +179,12 @@ def _picks(db_path: str, stamp: float, dataset_id: str, pool: str) -> dict[str, 
 
 @st.cache_resource(max_entries=4, show_spinner="Running the audit (prompt-level bootstrap)…")
 def _audit(db_path: str, stamp: float, dataset_id: str, pool: str, resamples: int) -> AuditResult:
-    return audit(_audit_data(db_path, stamp, dataset_id, pool), resamples=resamples, seed=0)
+    con = store.connect(db_path, read_only=True)
+    try:
+        calls = store.load_calls(con, dataset_id)  # slot orders and seconds: generator_slots, timing
+    finally:
+        con.close()
+    return audit(_audit_data(db_path, stamp, dataset_id, pool), resamples=resamples, seed=0, calls=calls)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the rating data…")
@@ -231,20 +236,31 @@ class Selection:
     pool: str = DEFAULT_POOL
     pools: tuple[str, ...] = (DEFAULT_POOL,)
 
+    def _require_selection(self) -> None:
+        """Stop the page with a note when the dataset has no alignment ratings (a rating study only)."""
+        if not self.pools:
+            st.info("This dataset has no alignment ratings, so it has no selection audit. "
+                    "Its rating judges are on the Alignment page.")
+            st.stop()
+
     def data(self) -> AuditData:
         """The dataset's dense arrays with `pool`'s utility (cached per database file, dataset and pool)."""
+        self._require_selection()
         return _audit_data(self.db_path, self.stamp, self.dataset_id, self.pool)
 
     def outcomes(self, judge: str | None = None) -> pd.DataFrame:
         """prompt_outcomes of `judge` (default: the focus judge)."""
+        self._require_selection()
         return _outcomes(self.db_path, self.stamp, self.dataset_id, self.pool, judge or self.judge)
 
     def picks(self) -> dict[str, np.ndarray]:
         """Every policy's (P,) pick, −1 where it abstains (`policies.policy_picks`)."""
+        self._require_selection()
         return _picks(self.db_path, self.stamp, self.dataset_id, self.pool)
 
     def audit(self) -> AuditResult:
         """The full selection audit with the chosen number of bootstrap resamples, seed 0."""
+        self._require_selection()
         return _audit(self.db_path, self.stamp, self.dataset_id, self.pool, self.resamples)
 
     def rating_data(self) -> RatingData | None:

@@ -4,18 +4,44 @@ Two schemes (DESIGN §4, intervals):
 
 - **Fixed n** (`fixed_n_means`, `FixedNMeans`, `stratified_max`). A statistic that is a mean
   over a set of n prompts — a policy's acted-on prompts, or those within a group — is
-  resampled over exactly those prompts, as the published JudgeActs study does: resample b
-  averages the values at the indices `np.random.default_rng(seed).integers(0, n, size=(B, n))[b]`,
-  a fresh generator per statistic (the study's seed is 20261002). Such an interval therefore
-  equals a direct numpy percentile bootstrap of the statistic's values, and all statistics
-  over n values see the same draws, which is what lets them share one draw per n.
-  The worst group draws each represented group's indices in turn from one generator (groups
-  in the order given) and takes the largest group mean in every resample.
+  resampled over exactly those prompts: resample b is the mean of n values drawn with
+  replacement. How the draws are made depends on n:
+  - n ≤ EXACT_DRAWS_UP_TO: as the published JudgeActs study draws them, draw for draw.
+    Resample b averages the values at the indices
+    `np.random.default_rng(seed).integers(0, n, size=(B, n))[b]`, a fresh generator per
+    statistic (the study's seed is 20261002), so such an interval equals a direct numpy
+    percentile bootstrap of the statistic's values; all statistics over n values see the
+    same draws, which lets them share one draw per n.
+  - n > EXACT_DRAWS_UP_TO: B × n index draws per distinct n would dominate the audit, and a
+    resample's mean depends only on how often each distinct value was drawn, so each
+    statistic's B resample means are drawn from their exact distribution instead, by the
+    first of these that applies to its values:
+    1. on a lattice origin + step·m, m = 0..G < LATTICE_POINTS (ratings on twelfths, their
+       differences and averages; values within SNAP of each other count as one, which moves
+       any mean by at most SNAP): the sum in steps of n draws is the n-fold convolution of
+       the lattice frequencies, computed by FFT (`lattice_sum_distribution`, on a window of
+       at most MAX_WINDOW points that the sum leaves with probability below ALIAS_MASS), and
+       each resample mean is an inverse-CDF draw from it (`lattice_means`);
+    2. at most n / FEW_DISTINCT distinct values (fractions rounded to 4 decimals): the counts
+       of the distinct values are Multinomial(n, frequency / n) (`multinomial_means`);
+    3. otherwise (a continuous score): index draws as above, from a generator spawned from
+       the statistic's (`Generator.spawn`), so not the study's stream.
+    Either way the intervals are an exact fixed-n percentile bootstrap in distribution (1.:
+    up to ALIAS_MASS of total variation and float rounding), with other random numbers
+    than the study's. Paths 1 and 2 draw from a stream keyed by the statistic's values, so a
+    statistic's draws depend on the seed and its own values, not on which other statistics
+    share its length. Statistics of one length are then no longer paired resample by
+    resample; none needs to be, as every fixed-n interval is of one statistic.
+  The worst group draws each represented group in turn from one generator (groups in the
+  order given) and takes the largest group mean in every resample; a group above
+  EXACT_DRAWS_UP_TO spawns its generator from that one without advancing its stream, so an
+  item whose groups are all that small draws `integers(0, n_g, size=(B, n_g))` for each in turn.
 - **Joint** (`resampled_sums`). A difference between policies acting on different prompts (a
-  gate's kept minus its rejected side) resamples all N prompts together — the fixed-n draws
-  with n = N — and takes ratios of weighted sums, so both sides move with the same draws.
+  gate's kept minus its rejected side) resamples all N prompts together — the index draws of
+  `rng.integers(0, N, size=(B, N))` at any N — and takes ratios of weighted sums, so both
+  sides move with the same draws.
 
-Draws become multinomial count weights (how often each value was drawn), a chunk of
+Index draws become multinomial count weights (how often each value was drawn), a chunk of
 resamples at a time, and statistics are products of weight chunks with value matrices: no
 Python loop over resamples or prompts. A weight chunk stays around WEIGHT_BLOCK elements.
 Each generator's work (one length n, one pattern of group sizes) is independent of the
@@ -34,12 +60,29 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import fft
 from threadpoolctl import threadpool_limits
 
 WEIGHT_BLOCK = 50_000_000  # elements of the (b × n) weight chunk
 DRAW_BLOCK = 65_536  # elements of one index matrix turned into counts (cache-sized)
 FLOAT32_ABOVE = 20_000  # prompts above which sums run in float32 (error ≪ bootstrap noise)
 WORKERS = min(4, os.cpu_count() or 1)  # threads drawing independent generators' resamples at once
+EXACT_DRAWS_UP_TO = 1_000  # fixed-n statistics over at most this many values get the study's index draws
+SNAP = 1e-9  # values closer than this (relative to their magnitude) are one lattice point: float noise
+LATTICE_POINTS = 4_096  # most lattice points G + 1 a statistic's values may need for the lattice path
+LATTICE_DIVISORS = 64  # lattice steps tried: the smallest gap between distinct values over 1..this
+ALIAS_MASS = 1e-12  # probability a lattice sum may fall outside the window its distribution is computed on
+MAX_WINDOW = 1 << 22  # longest window (points) of a lattice sum's distribution (32 MB of float64)
+FEW_DISTINCT = 8  # off a lattice, n / this distinct values at most: k binomials per resample beat n draws
+
+
+@dataclass(frozen=True)
+class Lattice:
+    """n values on origin + step·m: counts[m] of them at each m = 0..G."""
+
+    origin: float
+    step: float
+    counts: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -81,7 +124,7 @@ def _weight_chunks(rng: np.random.Generator, resamples: int, n: int, dtype: type
         yield start, stop, count_weights(rng, stop - start, n, dtype)
 
 
-def _mean_samples(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+def _drawn_means(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
     """(K, B) means of the columns of x (n ≥ 1, K) over the rows of `rng.integers(0, n, size=(B, n))`,
     laid out per column so that percentiles read contiguous rows."""
     n = len(x)
@@ -94,11 +137,150 @@ def _mean_samples(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np
     return out
 
 
+def lattice_of(values: np.ndarray) -> Lattice | None:
+    """The lattice origin + step·m (m = 0..G, G < LATTICE_POINTS) holding every value within
+    SNAP × max(1, |value|), or None (also for a non-finite value). See `_lattice`."""
+    return _lattice(*np.unique(values, return_counts=True))
+
+
+def _lattice(distinct: np.ndarray, counts: np.ndarray) -> Lattice | None:
+    """`lattice_of` the values `distinct` (ascending), counts[i] of them at distinct[i].
+
+    origin is the smallest value; step is the smallest gap between values more than the
+    tolerance apart divided by the smallest q ≤ LATTICE_DIVISORS that puts every value on
+    the lattice.
+    """
+    if not (np.isfinite(distinct[0]) and np.isfinite(distinct[-1])) or len(distinct) > LATTICE_POINTS:
+        return None
+    tol = SNAP * max(1.0, abs(distinct[0]), abs(distinct[-1]))
+    origin = float(distinct[0])
+    offsets = distinct - origin
+    apart = np.diff(distinct)
+    apart = apart[apart > tol]
+    if not len(apart):
+        return Lattice(origin, 1.0, np.array([int(counts.sum())]))
+    for q in range(1, LATTICE_DIVISORS + 1):
+        step = float(apart.min()) / q
+        m = np.rint(offsets / step)
+        if m[-1] >= LATTICE_POINTS:
+            return None  # finer steps only need more points
+        if np.abs(offsets - m * step).max() <= tol:
+            return Lattice(origin, step, np.bincount(m.astype(np.int64), weights=counts).astype(np.int64))
+    return None
+
+
+def _power(z: np.ndarray, n: int) -> np.ndarray:
+    """z ** n elementwise by repeated squaring (a third of the time of complex `**`, error ~log2(n) ulp)."""
+    out, base = np.ones_like(z), z.copy()
+    while n:
+        if n & 1:
+            out *= base
+        n >>= 1
+        if n:
+            base *= base
+    return out
+
+
+def _sum_window(p: np.ndarray, n: int) -> tuple[int, int]:
+    """(start, width) of the window start..start+width−1 on which `lattice_sum_distribution` holds
+    the sum S of n draws of m with P(m) = p[m]: all of its support 0..nG when that is shorter,
+    else |S − nμ| < t, where Bernstein's inequality P(|S − nμ| ≥ t) ≤ 2·exp(−t² / 2(nσ² + Mt/3))
+    (M = max(μ, G − μ)) equals ALIAS_MASS."""
+    g = len(p) - 1
+    m = np.arange(g + 1)
+    mu = float(p @ m)
+    var = float(p @ (m - mu) ** 2)
+    log_odds = np.log(2 / ALIAS_MASS)
+    a = log_odds * max(mu, g - mu) / 3
+    t = a + np.sqrt(a * a + 2 * log_odds * n * var)
+    if n * g + 1 <= 2 * t + 2:
+        return 0, n * g + 1
+    return int(np.floor(n * mu - t)), int(np.ceil(2 * t)) + 2
+
+
+def lattice_sum_distribution(p: np.ndarray, n: int) -> tuple[int, np.ndarray]:
+    """(start, pmf) with pmf[i] = P(S = start + i), S the sum of n independent draws of m with
+    P(m) = p[m] (m = 0..G), on at least the window `_sum_window` gives.
+
+    The n-fold convolution of p by FFT on a circle of len(pmf) points; unless the window
+    holds all of S's support, wrapping around moves at most ALIAS_MASS of probability.
+    """
+    start, width = _sum_window(p, n)
+    size = fft.next_fast_len(max(width, len(p)), real=True)
+    circle = fft.irfft(_power(fft.rfft(p, size), n), size)
+    return start, np.maximum(np.roll(circle, -(start % size)), 0.0)  # rounding leaves ~1e-17 negatives
+
+
+def _keyed(parent: np.random.Generator, distinct: np.ndarray, counts: np.ndarray) -> np.random.Generator:
+    """A generator determined by `parent`'s seed sequence and the multiset of values alone
+    (`distinct` ascending, counts[i] of them at distinct[i])."""
+    seq = parent.bit_generator.seed_seq
+    digest = hashlib.blake2b(distinct.tobytes() + counts.tobytes(), digest_size=16).digest()
+    key = np.frombuffer(digest, dtype=np.uint32).tolist()
+    return np.random.default_rng(np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, *key)))
+
+
+def lattice_means(lattice: Lattice, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """(B,) means of n = Σ counts values drawn with replacement from those on `lattice`:
+    inverse-CDF draws from the distribution of their sum (`lattice_sum_distribution`)."""
+    n = int(lattice.counts.sum())
+    start, pmf = lattice_sum_distribution(lattice.counts / n, n)
+    cdf = np.cumsum(pmf)
+    steps = start + np.minimum(np.searchsorted(cdf, rng.random(resamples) * cdf[-1], side="right"), len(cdf) - 1)
+    return lattice.origin + lattice.step * steps / n
+
+
+def multinomial_means(distinct: np.ndarray, counts: np.ndarray, rng: np.random.Generator,
+                      resamples: int) -> np.ndarray:
+    """(B,) means of n = Σ counts values drawn with replacement, counts[i] of them at distinct[i]:
+    how often each distinct value is drawn is Multinomial(n, counts / n)."""
+    n = int(counts.sum())
+    # the first k − 1 shares sum to (n − counts[-1]) / n < 1, as numpy requires, rounding included
+    shares = counts / n
+    out = np.empty(resamples)
+    rows = max(1, DRAW_BLOCK // len(distinct))
+    for start in range(0, resamples, rows):
+        stop = min(resamples, start + rows)
+        out[start:stop] = rng.multinomial(n, shares, size=stop - start) @ distinct
+    return out / n
+
+
+def _mean_samples(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """(K, B) fixed-n resample means of the columns of x (n ≥ 1, K), laid out per column.
+
+    n ≤ EXACT_DRAWS_UP_TO: `_drawn_means` with rng itself (every column the same draws).
+    Above, per column: `lattice_means` on a lattice whose window fits MAX_WINDOW, else
+    `multinomial_means` when its distinct values number at most n / FEW_DISTINCT, each with a
+    generator keyed by the column's values (`_keyed`); the other columns `_drawn_means` with a
+    generator spawned from rng. rng's stream is left where it was.
+    """
+    n = len(x)
+    if n <= EXACT_DRAWS_UP_TO or resamples == 0:
+        return _drawn_means(x, rng, resamples)
+    child = rng.spawn(1)[0]
+    out = np.empty((x.shape[1], resamples))
+    drawn = []
+    for k in range(x.shape[1]):
+        distinct, counts = np.unique(x[:, k], return_counts=True)
+        lattice = _lattice(distinct, counts)
+        if lattice is not None and _sum_window(lattice.counts / n, n)[1] <= MAX_WINDOW:
+            out[k] = lattice_means(lattice, _keyed(child, distinct, counts), resamples)
+        elif len(distinct) * FEW_DISTINCT <= n and np.isfinite(distinct).all():
+            out[k] = multinomial_means(distinct, counts, _keyed(child, distinct, counts), resamples)
+        else:
+            drawn.append(k)
+    if drawn:
+        out[drawn] = _drawn_means(x[:, drawn], child, resamples)
+    return out
+
+
 def fixed_n_means(values: np.ndarray, resamples: int, seed: int) -> np.ndarray:
     """(B, K) bootstrap means of the K columns of `values` (n, K), resampled at fixed n.
 
-    Resample b averages rows `np.random.default_rng(seed).integers(0, n, size=(B, n))[b]` of
-    `values` (every column the same rows). NaN when n = 0.
+    n ≤ EXACT_DRAWS_UP_TO: resample b averages rows
+    `np.random.default_rng(seed).integers(0, n, size=(B, n))[b]` of `values` (every column the
+    same rows). Above, each column's means are drawn from their distribution or over index
+    draws of a generator spawned from that one (module docstring). NaN when n = 0.
     """
     values = np.asarray(values, dtype=float)
     if len(values) == 0:
@@ -111,9 +293,9 @@ class FixedNMeans:
     """Means of value vectors of any length, each with its fixed-n percentile intervals.
 
     `add` keeps a vector's defined (non-NaN) entries in order — the statistic is their mean —
-    and returns its index. `intervals` bootstraps all vectors of the same length with one
-    draw (`fixed_n_means`), so a vector's interval is exactly the one `fixed_n_means` gives
-    it alone. Identical vectors are stored once.
+    and returns its index. `intervals` bootstraps all vectors of the same length in one call
+    (`fixed_n_means`), so a vector's interval is exactly the one `fixed_n_means` gives it
+    alone. Identical vectors are stored once.
     """
 
     def __init__(self) -> None:
@@ -174,9 +356,11 @@ def stratified_max(strata: list[list[np.ndarray]], resamples: int, seed: int) ->
     """(B, len(strata)) bootstrap samples of the largest group mean, resampled within groups.
 
     strata[j] holds item j's value vectors, one per represented group in a fixed order. For
-    each item a generator `np.random.default_rng(seed)` draws `integers(0, n_g, size=(B, n_g))`
-    for its groups in turn; resample b is max_g of group g's mean over row b. Items with the
-    same group sizes share the draws. NaN for an item without groups.
+    each item a generator `np.random.default_rng(seed)` resamples its groups in turn as
+    `fixed_n_means` does (`integers(0, n_g, size=(B, n_g))` for a group of at most
+    EXACT_DRAWS_UP_TO values; a larger one spawns its generator from that one); resample b is
+    max_g of group g's mean in resample b. Items with the same group sizes share one generator.
+    NaN for an item without groups.
     """
     out = np.full((len(strata), resamples), np.nan)
     by_sizes: dict[tuple[int, ...], list[int]] = defaultdict(list)

@@ -29,7 +29,7 @@ from audit_core.analysis import AuditResult, audit
 from audit_core.audit_data import load_audit_data
 from audit_core.errors import DatabaseFileError, InputError
 from audit_core.rating_audit import RatingAuditResult, consensus_pools, load_rating_data, rating_audit
-from audit_core.report import findings_markdown, source_note
+from audit_core.report import escape_markdown, findings_markdown, source_note
 
 
 def non_negative(text: str) -> int:
@@ -39,27 +39,49 @@ def non_negative(text: str) -> int:
     return int(text)
 
 
+RATING_SUMMARY_KEYS = ("alignment", "tilt", "reliability")
+
+
 def write_result(
-    result: AuditResult, out: Path, note: str | None = None, rating: RatingAuditResult | None = None
+    result: AuditResult | None,
+    out: Path,
+    note: str | None = None,
+    rating: RatingAuditResult | None = None,
 ) -> list[Path]:
     """Write summary.json, report.md (with the source `note`) and every table (the selection
-    audit's, then the rating audit's when given) as CSV into `out`; returns the paths written."""
+    audit's, then the rating audit's) as CSV into `out`; returns the paths written.
+
+    Either audit may be absent (None): a rating study without alignment ratings has no
+    selection audit, a selection dataset without rating data no rating audit.
+    """
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    tables = {**result.tables(), **(rating.tables() if rating is not None else {})}
+    tables = {**(result.tables() if result is not None else {}), **(rating.tables() if rating is not None else {})}
     for name, frame in tables.items():
         path = out / f"{name}.csv"
         frame.to_csv(path, index=False)
         written.append(path)
-    summary = result.to_summary()
+    if result is not None:
+        summary = result.to_summary()
+    else:
+        summary = {"dataset": rating.dataset_id, "resamples": rating.resamples, "seed": rating.seed,
+                   "policies": None, "notes": ["no selection audit: the dataset has no alignment ratings"]}
     if rating is not None:
-        summary["rating"] = {k: v for k, v in rating.to_summary().items() if k not in ("alignment", "tilt", "reliability")}
-        summary.update({k: rating.to_summary()[k] for k in ("alignment", "tilt", "reliability")})
+        rating_summary = rating.to_summary()
+        summary["rating"] = {k: v for k, v in rating_summary.items() if k not in RATING_SUMMARY_KEYS}
+        summary.update({k: rating_summary[k] for k in RATING_SUMMARY_KEYS})
     path = out / "summary.json"
     path.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     written.append(path)
     path = out / "report.md"
-    path.write_text(findings_markdown(result, dataset=result.dataset_id, source_note=note), encoding="utf-8")
+    if result is not None:
+        text = findings_markdown(result, dataset=result.dataset_id, source_note=note)
+    else:
+        text = (f"# Findings: {escape_markdown(rating.dataset_id)}\n\n"
+                + (f"{note}\n\n" if note else "")
+                + "No selection audit: the dataset has no alignment ratings. The rating audit's tables "
+                  "are alignment.csv, tilt.csv, reliability.csv, pool_agreement.csv and wilcoxon.csv.\n")
+    path.write_text(text, encoding="utf-8")
     written.append(path)
     return written
 
@@ -93,13 +115,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: dataset {args.dataset!r} is not in {db} (known: {known})", file=sys.stderr)
             return 2
         pools = consensus_pools(con, args.dataset)
-        if args.pool not in pools:
-            print(f"error: dataset {args.dataset!r} has no alignment ratings in pool {args.pool!r} "
-                  f"(pools: {', '.join(pools) or 'none'})", file=sys.stderr)
-            return 2
-        data = load_audit_data(con, args.dataset, pool=args.pool)
-        calls = store.load_calls(con, args.dataset)
         rating_data = load_rating_data(con, args.dataset)
+        if args.pool not in pools and (pools or rating_data is None):
+            hint = f"; choose one with --pool NAME (pools: {', '.join(pools)})" if pools else ""
+            print(f"error: dataset {args.dataset!r} has no alignment ratings in pool {args.pool!r}{hint}",
+                  file=sys.stderr)
+            return 2
+        data = load_audit_data(con, args.dataset, pool=args.pool) if pools else None  # None: a rating study only
+        calls = store.load_calls(con, args.dataset)
     except (KeyError, ValueError) as err:
         print(f"error: {err.args[0]}", file=sys.stderr)
         return 2
@@ -107,21 +130,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         con.close()
     started = time.perf_counter()
     try:
-        result = audit(data, resamples=args.resamples, seed=args.seed, by=args.by, calls=calls)
+        result = audit(data, resamples=args.resamples, seed=args.seed, by=args.by, calls=calls) if data is not None else None
     except InputError as err:  # an unknown --by column
         print(f"error: {err}", file=sys.stderr)
         return 2
     rating = rating_audit(rating_data, resamples=args.resamples, seed=args.seed) if rating_data is not None else None
     seconds = time.perf_counter() - started
     written = write_result(result, args.out, source_note(row), rating)
-    print(
-        f"dataset {args.dataset!r}: {data.n_prompts} prompts, judges {', '.join(data.judges) or 'none'}, "
-        f"scorers {', '.join(data.scorers) or 'none'}; {len(result.policies)} policies, "
-        f"{args.resamples} resamples (seed {args.seed}) in {seconds:.1f} s"
-        + (f"; utility from pool {args.pool!r}" if args.pool != "all" else "")
-        + (f"; rating audit of {len(rating_data.raters)} judge × condition pairs on pools "
-           f"{', '.join(rating_data.pools)}" if rating_data is not None else "")
-    )
+    parts = []
+    if data is not None:
+        parts.append(f"{data.n_prompts} prompts, judges {', '.join(data.judges) or 'none'}, "
+                     f"scorers {', '.join(data.scorers) or 'none'}; {len(result.policies)} policies"
+                     + (f", utility from pool {args.pool!r}" if args.pool != "all" else ""))
+    else:
+        parts.append("no alignment ratings, so no selection audit")
+    if rating_data is not None:
+        parts.append(f"rating audit of {len(rating_data.raters)} judge × condition pairs on pools "
+                     f"{', '.join(rating_data.pools)}")
+    print(f"dataset {args.dataset!r}: {'; '.join(parts)}; {args.resamples} resamples (seed {args.seed}) "
+          f"in {seconds:.1f} s")
     print(f"wrote {len(written)} files to {args.out}")
     return 0
 

@@ -15,6 +15,7 @@ from audit_core.reliability import RELIABILITY_COLUMNS
 from audit_core.timing import timing_table
 from benchmarks.synthetic import build_synthetic_db
 from runners import analyze
+from runners.ingest import main as ingest_main
 from runners.demo_ratings import DATASET as RATING_DATASET
 from runners.demo_ratings import build_rating_demo
 
@@ -97,3 +98,24 @@ def test_pool_option_takes_that_pools_consensus_as_the_utility(rating_db: str, t
     assert run(rating_db, RATING_DATASET, tmp_path / "zz", "--pool", "zz") == 2
     err = capsys.readouterr().err
     assert "pool 'zz'" in err and "a, all, b" in err
+
+
+def test_a_rubric_only_study_from_the_table_contract_gets_the_rating_audit_alone(tmp_path, capsys) -> None:
+    from tests.test_ingest_ratings import pool_rows, rating_rows, vote_rows
+    from tests.test_ingest_table import write_table
+
+    db = tmp_path / "study.duckdb"
+    pools = write_table(tmp_path / "pools.csv", pool_rows())
+    votes = write_table(tmp_path / "votes.csv", vote_rows())
+    ratings = write_table(tmp_path / "ratings.csv", rating_rows())
+    assert ingest_main(["table", "--pools", str(pools), "--votes", str(votes), "--ratings", f"r={ratings}",
+                        "--db", str(db), "--dataset", "study"]) == 0
+    out = tmp_path / "out"
+    assert run(str(db), "study", out) == 0
+    assert "no selection audit" in capsys.readouterr().out
+    assert not (out / "policies.csv").exists()
+    alignment = pd.read_csv(out / "alignment.csv")
+    assert set(alignment["pool"]) == {"a", "b"} and set(alignment["condition"]) == {"default", "persona"}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["policies"] is None and summary["reliability"]
+    assert "No selection audit" in (out / "report.md").read_text()

@@ -150,3 +150,30 @@ def test_reference_pool_changes_the_selection_audit(pools_db):
     linked = open_page(pools_db, "gates", pool="strict")  # a link keeps the pool
     assert linked.sidebar.selectbox(key="pool").value == "strict"
 
+
+
+@pytest.fixture(scope="module")
+def rubric_only_db(tmp_path_factory) -> str:
+    """A rating study with rubric votes and no alignment ratings at all: it has no selection audit."""
+    from tests.test_ingest_ratings import pool_rows, rating_rows, vote_rows
+    from tests.test_ingest_table import write_table
+    from runners.ingest import main as ingest_main
+
+    tmp = tmp_path_factory.mktemp("app_rubric_only")
+    db = tmp / "study.duckdb"
+    assert ingest_main(["table", "--pools", str(write_table(tmp / "pools.csv", pool_rows())),
+                        "--votes", str(write_table(tmp / "votes.csv", vote_rows())),
+                        "--ratings", f"r={write_table(tmp / 'ratings.csv', rating_rows())}",
+                        "--db", str(db), "--dataset", "study"]) == 0
+    return str(db)
+
+
+@pytest.mark.parametrize("page", ["overview", "explorer", "judges", "gates", "findings"])
+def test_selection_pages_on_a_rating_study_say_there_is_no_selection_audit(rubric_only_db, page):
+    at = open_page(rubric_only_db, page)
+    assert any("no selection audit" in i.value for i in at.info)
+
+
+def test_the_alignment_page_audits_a_rating_study_without_alignment_ratings(rubric_only_db):
+    at = open_page(rubric_only_db, "alignment")
+    assert {"MAE vs a", "MAE vs b"} <= set(metrics(at))

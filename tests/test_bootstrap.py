@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from audit_core import bootstrap
+
+LARGE = bootstrap.EXACT_DRAWS_UP_TO * 3  # above the threshold: resample means drawn from their distribution
 
 
 def direct_means(values: np.ndarray, resamples: int, seed: int) -> np.ndarray:
@@ -26,7 +29,7 @@ def test_count_weights_are_multinomial_counts_of_an_index_matrix() -> None:
     assert np.array_equal(weights, by_hand)
 
 
-@pytest.mark.parametrize("n", [1, 7, 300])
+@pytest.mark.parametrize("n", [1, 7, 300, bootstrap.EXACT_DRAWS_UP_TO])
 def test_fixed_n_means_are_a_direct_bootstrap_with_a_fresh_generator(n: int) -> None:
     values = np.random.default_rng(n).random((n, 2))
     samples = bootstrap.fixed_n_means(values, 1000, seed=20261002)
@@ -118,3 +121,106 @@ def test_interval_of_a_mean_covers_it() -> None:
 def test_ratio_is_nan_without_denominator() -> None:
     assert np.isnan(bootstrap.ratio(np.array([1.0, 2.0]), np.array([0.0, 4.0]))[0])
     assert bootstrap.ratio(np.array([1.0, 2.0]), np.array([0.0, 4.0]))[1] == 0.5
+
+
+def test_lattice_of_finds_the_grid_through_float_noise() -> None:
+    rng = np.random.default_rng(8)
+    sixths = rng.integers(0, 7, 500) / 6 - 0.5
+    sixths[:20] += 1e-13  # the same rating reached by other arithmetic
+    lattice = bootstrap.lattice_of(sixths)
+    assert lattice.origin == pytest.approx(-0.5) and lattice.step == pytest.approx(1 / 6)
+    assert np.array_equal(lattice.counts, np.bincount(np.rint((sixths + 0.5) * 6).astype(int)))
+    # thirds and quarters: the smallest gap (1/12) is the step
+    mixed = np.array([0, 1 / 3, 1 / 4, 3 / 4, 2 / 3, 1 / 3])
+    assert bootstrap.lattice_of(mixed).step == pytest.approx(1 / 12)
+    assert bootstrap.lattice_of(np.full(9, 0.25)).counts.tolist() == [9]
+    assert bootstrap.lattice_of(rng.random(500)) is None  # a continuous score
+    assert bootstrap.lattice_of(np.round(np.array([0, 1 / 3, 1 / 7, 1 / 4]), 4)) is None  # step 1e-4: too fine
+    assert bootstrap.lattice_of(np.array([0.5, np.nan])) is None
+
+
+def test_lattice_sum_distribution_is_the_binomial_for_two_points() -> None:
+    start, pmf = bootstrap.lattice_sum_distribution(np.array([0.7, 0.3]), 20_000)
+    assert 0 < start and len(pmf) < 20_000  # a window around the mean, not the whole support
+    np.testing.assert_allclose(pmf, stats.binom.pmf(start + np.arange(len(pmf)), 20_000, 0.3), rtol=0, atol=1e-13)
+    assert pmf.sum() == pytest.approx(1, abs=1e-11)
+
+
+def test_lattice_sum_distribution_is_the_convolution_power() -> None:
+    p = np.array([0.5, 0.2, 0.0, 0.3])
+    by_hand = np.array([1.0])
+    for _ in range(40):
+        by_hand = np.convolve(by_hand, p)
+    start, pmf = bootstrap.lattice_sum_distribution(p, 40)
+    assert start == 0
+    np.testing.assert_allclose(pmf[:len(by_hand)], by_hand, rtol=0, atol=1e-15)
+    assert np.abs(pmf[len(by_hand):]).max(initial=0) < 1e-15
+
+
+def _quantile_tolerance(values: np.ndarray, q: float, resamples: int) -> float:
+    """4 standard errors of the difference of two independent estimates of the q quantile of
+    a mean's bootstrap distribution (normal approximation: sd / √n, density φ(z_q) / sd)."""
+    sd = values.std() / np.sqrt(len(values))
+    return 4 * np.sqrt(2 * q * (1 - q) / resamples) * sd / stats.norm.pdf(stats.norm.ppf(q))
+
+
+@pytest.mark.parametrize("kind", ["lattice", "few distinct"])
+def test_large_n_means_follow_the_index_draw_bootstrap(kind: str) -> None:
+    rng = np.random.default_rng(6)
+    if kind == "lattice":  # ratings on sixths
+        values = rng.choice(np.arange(7) / 6, LARGE, p=[0.05, 0.1, 0.1, 0.2, 0.25, 0.2, 0.1])
+        assert bootstrap.lattice_of(values) is not None
+    else:  # shares of annotators rounded to 4 decimals: no small lattice
+        values = np.round(rng.choice([0, 1 / 4, 1 / 3, 1 / 2, 2 / 3, 3 / 4, 1], LARGE), 4)
+        assert bootstrap.lattice_of(values) is None
+    resamples = 4000
+    samples = bootstrap.fixed_n_means(values[:, None], resamples, seed=1)[:, 0]
+    direct = direct_means(values, resamples, 1)
+    assert not np.allclose(samples, direct)  # other random numbers ...
+    for q in (0.025, 0.975):  # ... the same distribution
+        assert abs(np.quantile(samples, q) - np.quantile(direct, q)) < _quantile_tolerance(values, q, resamples)
+    sd = values.std() / np.sqrt(LARGE)
+    assert abs(samples.mean() - values.mean()) < 4 * sd / np.sqrt(resamples)
+    assert samples.std() == pytest.approx(sd, rel=0.1)
+    assert np.array_equal(samples, bootstrap.fixed_n_means(values[:, None], resamples, seed=1)[:, 0])
+    assert not np.array_equal(samples, bootstrap.fixed_n_means(values[:, None], resamples, seed=2)[:, 0])
+
+
+def test_large_n_lattice_means_follow_the_exact_distribution() -> None:
+    """Chi-square of 4000 resample sums against their exact distribution, in 20 equal-probability bins."""
+    values = np.random.default_rng(2).integers(0, 13, LARGE) / 12
+    sums = np.rint(bootstrap.fixed_n_means(values[:, None], 4000, seed=3)[:, 0] * LARGE * 12).astype(np.int64)
+    lattice = bootstrap.lattice_of(values)
+    start, pmf = bootstrap.lattice_sum_distribution(lattice.counts / LARGE, LARGE)
+    edges = np.searchsorted(np.cumsum(pmf), np.linspace(0, 1, 21)[1:-1])
+    expected = np.add.reduceat(pmf, np.concatenate([[0], edges]))
+    observed = np.bincount(np.searchsorted(edges, sums - start, side="right"), minlength=20)
+    assert stats.chisquare(observed, expected / expected.sum() * len(sums)).pvalue > 1e-3
+
+
+def test_large_n_continuous_values_keep_index_draws_of_a_spawned_generator() -> None:
+    values = np.random.default_rng(4).random(LARGE)
+    samples = bootstrap.fixed_n_means(values[:, None], 200, seed=5)[:, 0]
+    child = np.random.default_rng(5).spawn(1)[0]
+    np.testing.assert_allclose(samples, values[child.integers(0, LARGE, size=(200, LARGE))].mean(axis=1), atol=1e-12)
+
+
+def test_large_n_draws_do_not_depend_on_the_other_vectors_of_that_length() -> None:
+    rng = np.random.default_rng(9)
+    vectors = [rng.integers(0, 7, LARGE) / 6, rng.random(LARGE), rng.integers(0, 13, LARGE) / 12]
+    batch = bootstrap.FixedNMeans()
+    index = [batch.add(v) for v in vectors]
+    lo, hi = batch.intervals(300, seed=5, levels=(0.95,))[0]
+    for i, v in zip(index, vectors):
+        alone = bootstrap.percentile_interval(bootstrap.fixed_n_means(v[:, None], 300, seed=5))
+        assert (lo[i], hi[i]) == pytest.approx((alone[0][0], alone[1][0]), abs=1e-12)
+
+
+def test_stratified_max_large_groups_leave_the_small_groups_draws_alone() -> None:
+    rng = np.random.default_rng(10)
+    small, large = rng.random(40), rng.integers(0, 7, LARGE) / 6
+    samples = bootstrap.stratified_max([[large, small]], 300, seed=9)[:, 0]
+    gen = np.random.default_rng(9)
+    small_means = small[gen.integers(40, size=(300, 40))].mean(axis=1)  # the stream, as if alone
+    large_means = bootstrap.fixed_n_means(large[:, None], 300, seed=9)[:, 0]  # the first spawned child
+    np.testing.assert_allclose(samples, np.maximum(small_means, large_means), atol=1e-12)

@@ -168,6 +168,12 @@ def loaded_db(tmp_path_factory):
     return db
 
 
+@pytest.fixture(scope="module")
+def loaded_content(loaded_db):
+    """The loaded store's content, taken once: every test must leave it so."""
+    return snapshot(loaded_db)
+
+
 def _edited(rows: list[dict], i: int, **changes) -> list[dict]:
     rows[i].update(changes)
     for key in [k for k, v in changes.items() if v is None]:
@@ -200,15 +206,14 @@ def _formats(cases: dict, json_only: set[str]) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("case, ext", _formats(VOTE_CASES, {"blank annotator"}))
-def test_bad_votes(case, ext, loaded_db, tmp_path, capsys):
+def test_bad_votes(case, ext, loaded_db, loaded_content, tmp_path, capsys):
     index, changes, field, message = VOTE_CASES[case]
     bad = write_table(tmp_path / f"votes.{ext}", _edited(vote_rows(), index, **changes))
     line = index + 2 if ext == "csv" else index + 1
-    before = snapshot(loaded_db)
     assert run_ingest(loaded_db, loaded_db.parent / "pools.csv", "--votes", str(bad)) == 2
     err = capsys.readouterr().err
     assert f"{bad} line {line}, field '{field}': " in err and message in err, err
-    assert snapshot(loaded_db) == before
+    assert snapshot(loaded_db) == loaded_content
 
 
 def test_an_outcome_of_your_own_gives_votes_their_scale(tmp_path, capsys):
@@ -264,7 +269,7 @@ def test_item_attributes_agree_across_a_candidates_rows(tmp_path, capsys):
 # ---------------------------------------------------------------- rating judges
 
 
-def test_ratings_round_trip_through_load_rating_calls(loaded_db, tmp_path, capsys):
+def test_ratings_round_trip_through_load_rating_calls(loaded_db, loaded_content, tmp_path, capsys):
     con = store.connect(loaded_db, read_only=True)
     try:
         calls = store.load_rating_calls(con, "study").set_index(["candidate_id", "condition"])
@@ -296,7 +301,7 @@ def test_ratings_round_trip_through_load_rating_calls(loaded_db, tmp_path, capsy
     assert data.scale == (1, 5) and data.raters == [("r", "default"), ("r", "persona")]
     # the same file again: unchanged; another file under the same name: refused unless --replace
     pools, votes = loaded_db.parent / "pools.csv", loaded_db.parent / "votes.csv"
-    before = snapshot(loaded_db)
+    before = loaded_content
     assert run_ingest(loaded_db, pools, "--votes", str(votes), "--ratings", f"r={loaded_db.parent / 'ratings.csv'}") == 0
     assert "rater r: unchanged, 6 ratings of rubric" in capsys.readouterr().out
     assert snapshot(loaded_db) == before
@@ -342,16 +347,15 @@ RATING_CASES = {
 
 
 @pytest.mark.parametrize("case, ext", _formats(RATING_CASES, {"object raw output"}))
-def test_bad_ratings(case, ext, loaded_db, tmp_path, capsys):
+def test_bad_ratings(case, ext, loaded_db, loaded_content, tmp_path, capsys):
     index, changes, field, message = RATING_CASES[case]
     bad = write_table(tmp_path / f"bad.{ext}", _edited(rating_rows(), index, **changes))
     line = index + 2 if ext == "csv" else index + 1
-    before = snapshot(loaded_db)
     argv = ["--votes", str(loaded_db.parent / "votes.csv"), "--ratings", f"k={bad}"]
     assert run_ingest(loaded_db, loaded_db.parent / "pools.csv", *argv) == 2
     err = capsys.readouterr().err
     assert f"{bad} line {line}, field '{field}': " in err and message in err, err
-    assert snapshot(loaded_db) == before
+    assert snapshot(loaded_db) == loaded_content
 
 
 def test_rating_outcome_sets_the_scale(tmp_path, capsys):

@@ -508,7 +508,7 @@ def test_an_outcome_of_your_own_declares_its_scale(tmp_path, capsys):
     assert snapshot(db) == before
 
 
-@pytest.mark.parametrize("declaration", ["alignment=0:5", "helpfulness=5:1", "helpfulness=1", "x-y=1:5", "h=nan:1"])
+@pytest.mark.parametrize("declaration", ["alignment=0:5", "rubric=0:10", "helpfulness=5:1", "helpfulness=1", "x-y=1:5", "h=nan:1"])
 def test_bad_outcome_declarations_are_usage_errors(declaration, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         run_table(tmp_path / "store.duckdb", tmp_path / "pools.csv", {}, {}, "--outcome", declaration)

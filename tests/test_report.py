@@ -241,8 +241,10 @@ def test_analyze_writes_the_report_with_the_datasets_provenance(tmp_path) -> Non
     con = store.connect(db, read_only=True)
     try:
         data, row = load_audit_data(con, "tiny"), store.dataset_row(con, "tiny")
+        calls = store.load_calls(con, "tiny")
     finally:
         con.close()
-    expected = findings_markdown(audit(data, resamples=40, seed=5), dataset="tiny", source_note=source_note(row))
+    result = audit(data, resamples=40, seed=5, calls=calls)
+    expected = findings_markdown(result, dataset="tiny", source_note=source_note(row))
     written = (out / "report.md").read_text(encoding="utf-8")
     assert written == expected and "**SIMULATED data**" in written

@@ -280,15 +280,14 @@ def read_votes_table(path: str | Path, scales: Mapping[str, tuple[float, float]]
     (candidate, outcome, pool).
     """
     path = Path(path)
-    known = {**dict(scales or {}), **OUTCOME_SCALES}
+    known = _known_scales(scales)
     rows = []
     for line, cells in read_rows(path):
         row = _Row(path, line, cells, VOTE_COLUMNS)
         cid = row.text("candidate_id", required=True, id_like=True)
         outcome = row.text("outcome", required=True, id_like=True)
         if outcome not in known:
-            row.fail("outcome", f"outcome {outcome!r} has no scale: use one of {', '.join(sorted(known))} "
-                                "or declare yours with --outcome NAME=LO:HI")
+            row.fail("outcome", _no_scale(outcome, known))
         rows.append(
             {
                 "candidate_id": cid,
@@ -308,15 +307,23 @@ def read_votes_table(path: str | Path, scales: Mapping[str, tuple[float, float]]
 
 def rating_scale(outcome: str, scales: Mapping[str, tuple[float, float]] | None = None) -> tuple[int, int]:
     """The integer scale lo..hi of a rating judge's `outcome` (built-in or declared); InputError if it has none."""
-    known = {**dict(scales or {}), **OUTCOME_SCALES}
+    known = _known_scales(scales)
     if outcome not in known:
-        raise InputError(f"outcome {outcome!r} has no scale: use one of {', '.join(sorted(known))} "
-                         "or declare yours with --outcome NAME=LO:HI", field="--rating-outcome")
+        raise InputError(_no_scale(outcome, known), field="--rating-outcome")
     lo, hi = known[outcome]
     if not (float(lo).is_integer() and float(hi).is_integer()):
         raise InputError(f"outcome {outcome!r} is on [{lo:g}, {hi:g}]: a rating judge rates integers, so its "
                          "scale needs integer ends", field="--rating-outcome")
     return int(lo), int(hi)
+
+
+def _known_scales(declared: Mapping[str, tuple[float, float]] | None) -> dict[str, tuple[float, float]]:
+    """Every outcome with a scale: the declared ones and the built-in ones (whose scales are fixed)."""
+    return {**dict(declared or {}), **OUTCOME_SCALES}
+
+
+def _no_scale(outcome: str, known: Mapping[str, tuple[float, float]]) -> str:
+    return f"outcome {outcome!r} has no scale: use one of {', '.join(sorted(known))} or declare yours with --outcome NAME=LO:HI"
 
 
 def declared_scale(text: str) -> tuple[str, tuple[float, float]]:
