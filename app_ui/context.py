@@ -414,6 +414,11 @@ def _database(side: Any) -> tuple[str, str, bool]:
     return name, str(found[name]), name == default
 
 
+def current_selection() -> Selection | None:
+    """The sidebar's selection of this run, if it has drawn one (for drawing helpers)."""
+    return st.session_state.get(_SELECTION)
+
+
 def selection(page: str) -> Selection:
     """The selection the sidebar made in this run (app.py draws it first); names `page` in the URL."""
     st.query_params["page"] = page

@@ -20,7 +20,9 @@ import plotly.graph_objects as go
 import streamlit as st
 from PIL import Image, ImageDraw, ImageFont
 
+from app_ui import context
 from app_ui.context import Selection
+from audit_core import thumbnails
 
 # Okabe–Ito colours: distinguishable for colour-blind readers.
 PALETTE: tuple[str, ...] = ("#E69F00", "#0072B2", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000")
@@ -135,6 +137,22 @@ def data_uri(path: str | None, size: int, placeholder: str = "") -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
+def grid_image(path: str | None, candidate_id: str) -> str | None:
+    """The file a grid tile draws for a candidate: its thumbnail beside the selected database
+    (made now when missing or older than the image), else the image itself when no
+    thumbnail can be made (an unreadable image keeps its own path, so its tile says why)."""
+    selected = context.current_selection()  # pages pass only tiles here
+    if selected is None or image_problem(path) is not None:
+        return path
+    thumb = thumbnails.thumbnail_path(selected.db_path, selected.dataset_id, candidate_id)
+    if not thumbnails.is_current(path, thumb):
+        try:
+            thumbnails.make_thumbnail(path, thumb)
+        except Exception:  # an unwritable folder, or the image changed since it was checked: draw the image itself
+            return path
+    return str(thumb)
+
+
 def _star(draw: ImageDraw.ImageDraw, x: float, y: float, r: float) -> None:
     points = [
         (x + (r if k % 2 == 0 else r / 2.5) * math.sin(k * math.pi / 5), y - (r if k % 2 == 0 else r / 2.5) * math.cos(k * math.pi / 5))
@@ -168,14 +186,15 @@ def pool_strip(
     """One pool's candidates side by side (canonical order), each framed, starred and captioned
     with its mean alignment and the marks of the judges whose order-0 pick it is.
 
-    The strip is always `cells` candidates wide (the largest pool), so pools of
-    different sizes are drawn at the same scale.
+    Tiles are drawn from the candidates' thumbnails (`grid_image`), so a page of real
+    photographs decodes small files. The strip is always `cells` candidates wide (the
+    largest pool), so pools of different sizes are drawn at the same scale.
     """
     font = ImageFont.load_default(size=max(11, size // 8))
     drawn = []
     for t in tiles.itertuples():
         frames = [colours[j] for j in t.picked_by]
-        cell = framed(t.image_path, size, frames, t.best, t.generator)
+        cell = framed(grid_image(t.image_path, t.candidate_id), size, frames, t.best, t.generator)
         picked = " ".join(marks[j] for j in t.picked_by)
         text = f"{t.alignment:.2f}" + (f"  {picked}" if picked else "")
         captioned = Image.new("RGB", (cell.width, cell.height + font.size + 8), "white")

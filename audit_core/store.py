@@ -308,6 +308,15 @@ def load_ratings(
     return wide.reset_index()
 
 
+def load_pool_ratings(con: duckdb.DuckDBPyConnection, dataset_id: str, outcome: str) -> pd.DataFrame:
+    """Long ratings of one outcome, every pool: candidate_id, pool, value (each pool's consensus rows)."""
+    return con.execute(
+        "SELECT candidate_id, pool, value FROM ratings WHERE dataset_id = ? AND outcome = ? "
+        "ORDER BY candidate_id, pool",
+        [dataset_id, outcome],
+    ).df()
+
+
 def load_votes(
     con: duckdb.DuckDBPyConnection,
     dataset_id: str,

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from audit_core import store
-from audit_core.ingest.pools import PoolSet, write_pools
+from audit_core.ingest.pools import PoolSet
 from runners import demo_ratings
+from runners.demo_datasets import demo_pool_set, read_if_built, written
 from runners.demo_images import draw_image
 
 DATASET = "demo"
@@ -164,31 +164,17 @@ def build_pools(n_prompts: int, seed: int, image_dir: Path) -> PoolSet:
                     {"candidate_id": cid, "outcome": outcome, "pool": "all", "annotator": str(a), "value": float(v)}
                     for a, v in enumerate(values)
                 )
-    return PoolSet(
-        dataset_id=DATASET,
-        source="demo",
-        source_revision=f"seed={seed}",
-        notes=SIMULATED_NOTE,
-        prompts=pd.DataFrame(prompts),
-        candidates=pd.DataFrame(candidates),
-        ratings=pd.DataFrame(ratings).astype({"n": "Int64"}),
-        votes=pd.DataFrame(votes),
-    )
+    return demo_pool_set(DATASET, seed, SIMULATED_NOTE, prompts=prompts, candidates=candidates, ratings=ratings,
+                         votes=votes)
 
 
 def is_built(db: Path, seed: int, n_prompts: int) -> bool:
     """True when `db` already holds the demo for this seed and size with all judges."""
-    if not db.exists():
+    found = read_if_built(db, DATASET, seed, lambda con: (
+        len(store.load_prompts(con, DATASET)), set(store.load_judges(con, DATASET)["judge"])))
+    if found is None:
         return False
-    con = store.connect(db, read_only=True)
-    try:
-        row = store.dataset_row(con, DATASET)
-        if row is None or row["source_revision"] != f"seed={seed}":
-            return False
-        judges = set(store.load_judges(con, DATASET)["judge"])
-        n = len(store.load_prompts(con, DATASET))
-    finally:
-        con.close()
+    n, judges = found
     expected = {name for name, _, _ in DEMO_JUDGES} | {DEMO_SCORER[0]}
     return n == n_prompts and expected <= judges
 
@@ -201,10 +187,7 @@ def build_demo(db: Path, *, n_prompts: int = 300, seed: int = 0, progress: bool 
 
     image_dir = db.parent / f"{db.stem}_images"
     pools = build_pools(n_prompts, seed, image_dir)
-    con = store.connect(db)
-    try:
-        with store.transaction(con):
-            write_pools(con, pools, replace=True)
+    with written(db, pools) as con:
         for judge, profile, lenient in DEMO_JUDGES:
             run_selector(
                 con,
@@ -227,8 +210,6 @@ def build_demo(db: Path, *, n_prompts: int = 300, seed: int = 0, progress: bool 
             model=profile,
             progress=progress,
         )
-    finally:
-        con.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

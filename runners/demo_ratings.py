@@ -21,10 +21,10 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from audit_core import store
-from audit_core.ingest.pools import PoolSet, write_pools
+from audit_core.ingest.pools import PoolSet
+from runners.demo_datasets import demo_pool_set, read_if_built, written
 from runners.demo_images import draw_image
 
 DATASET = "ratings-demo"
@@ -157,32 +157,17 @@ def build_rating_pools(n_prompts: int, seed: int, image_dir: Path) -> PoolSet:
                                     "value": float((cast.mean() - lo) / (hi - lo)), "n": ANNOTATORS})
             rating_rows.append({"candidate_id": cid, "outcome": "alignment", "pool": "all",
                                 "value": float((votes[i, k].mean() - lo) / (hi - lo)), "n": len(POOLS) * ANNOTATORS})
-    return PoolSet(
-        dataset_id=DATASET,
-        source="demo",
-        source_revision=f"seed={seed}",
-        notes=SIMULATED_NOTE,
-        prompts=pd.DataFrame(prompts),
-        candidates=pd.DataFrame(candidates),
-        ratings=pd.DataFrame(rating_rows).astype({"n": "Int64"}),
-        votes=pd.DataFrame(vote_rows),
-        attributes=pd.DataFrame(attributes),
-    )
+    return demo_pool_set(DATASET, seed, SIMULATED_NOTE, prompts=prompts, candidates=candidates, ratings=rating_rows,
+                         votes=vote_rows, attributes=attributes)
 
 
 def is_built(db: Path, seed: int, n_prompts: int) -> bool:
     """True when `db` holds the rating demo for this seed and size with every rater's calls under every condition."""
-    if not db.exists():
+    found = read_if_built(db, DATASET, seed, lambda con: (
+        len(store.load_prompts(con, DATASET)), store.load_rating_calls(con, DATASET).groupby("judge").size()))
+    if found is None:
         return False
-    con = store.connect(db, read_only=True)
-    try:
-        row = store.dataset_row(con, DATASET)
-        if row is None or row["source_revision"] != f"seed={seed}":
-            return False
-        n = len(store.load_prompts(con, DATASET))
-        calls = store.load_rating_calls(con, DATASET).groupby("judge").size()
-    finally:
-        con.close()
+    n, calls = found
     n_items = len(CULTURES) * n_prompts
     return n == n_prompts and all(calls.get(judge, 0) == n_items * len(conditions)
                                   for judge, _, conditions in DEMO_RATERS)
@@ -194,10 +179,7 @@ def build_rating_demo(db: Path, *, n_prompts: int = 120, seed: int = 0, progress
     from runners.rating_recorder import pool_consensus, record_rater
 
     pools = build_rating_pools(n_prompts, seed, db.parent / f"{db.stem}_images" / DATASET)
-    con = store.connect(db)
-    try:
-        with store.transaction(con):
-            write_pools(con, pools, replace=True)
+    with written(db, pools) as con:
         consensus = pool_consensus(con, DATASET, OUTCOME)
         for judge, profile, conditions in DEMO_RATERS:
             record_rater(
@@ -210,5 +192,3 @@ def build_rating_demo(db: Path, *, n_prompts: int = 120, seed: int = 0, progress
                 conditions=conditions,
                 progress=progress,
             )
-    finally:
-        con.close()

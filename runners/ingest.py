@@ -1,7 +1,7 @@
 """Load pools, ratings, votes and recorded judge calls (selections, scores, ratings) into a DuckDB store.
 
     python -m runners.ingest judgeacts --pools FILE --run NAME=FILE [...] \\
-        [--scores NAME=FILE ...] --db DB --dataset NAME [--replace]
+        [--scores NAME=FILE ...] [--images DIR [--images-dir DIR]] --db DB --dataset NAME [--replace]
     python -m runners.ingest culturalframes --release DIR --db DB --dataset NAME \\
         [--images-dir DIR] [--split dev|main|all] [--per-country-dev 3] \\
         [--per-country-main 30] [--seed S] [--replace]
@@ -15,6 +15,14 @@ input (or an input that cannot be read) the error names the file, line and
 field, the exit status is 2 and the database is left as it was; a database file
 the failed ingest would have created is not left behind. Re-ingesting the same
 files changes nothing.
+
+`judgeacts --images DIR` attaches images by candidate id: from image files in DIR
+named `<candidate id>.png|.jpg|.jpeg|.webp`, or, when DIR is a CulturalFrames
+release, from its `data/*.parquet` shards, whose images are written to
+`--images-dir` (default: `images/DATASET` beside the database) once the database
+write has succeeded. Every attached image is decoded first; a candidate with no
+image in DIR keeps none. Thumbnails (256 px on the long edge) are made beside the
+database, in `<db stem>_thumbs/DATASET/`, for the app's grids.
 """
 
 from __future__ import annotations
@@ -23,7 +31,9 @@ import argparse
 import re
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
+from audit_core import thumbnails
 from audit_core.errors import InputError
 from audit_core.ingest import culturalframes, judgeacts, tables
 from audit_core.ingest.pools import DEFAULT_POOL, PoolSet, utility_pools, write_dataset
@@ -72,12 +82,45 @@ def _summary(pools: PoolSet) -> list[str]:
 
 
 def ingest_judgeacts(args: argparse.Namespace) -> list[str]:
-    """Read every file first, then write pools, runs and scores in one transaction."""
+    """Read every file (and decode every image to attach) first, then write pools, runs and
+    scores in one transaction; then publish the images from shards and make thumbnails."""
     pools = judgeacts.read_pools(args.pools, args.dataset)
     runs = [judgeacts.read_run(path, name) for name, path in args.run]
     scores = [judgeacts.read_scores(path, name) for name, path in args.scores]
-    report = write_dataset(args.db, pools, runs, scores, replace=args.replace)
-    return [*_summary(pools), *report]
+    attached: list[str] = []
+    if args.images is not None and judgeacts.image_shards(args.images):
+        with culturalframes.ImageStage(_images_dir(args)) as stage:
+            pools, staged, line = judgeacts.attach_images(pools, args.images, stage)
+            report = write_dataset(args.db, pools, runs, scores, replace=args.replace)
+            attached = [line, f"images: {stage.publish(staged.values())} written to {stage.images_dir}"]
+    else:
+        if args.images is not None:
+            pools, _, line = judgeacts.attach_images(pools, args.images, None)
+            attached = [line]
+        report = write_dataset(args.db, pools, runs, scores, replace=args.replace)
+    return [*_summary(pools), *attached, *report, *_thumbnail_lines(args.db, pools)]
+
+
+def _images_dir(args: argparse.Namespace) -> Path:
+    """Where images from parquet shards are written: --images-dir, else images/DATASET beside the database."""
+    if args.images_dir is not None:
+        return Path(args.images_dir)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", args.dataset):
+        raise InputError(f"dataset name {args.dataset!r} cannot name the images folder; pass --images-dir")
+    return Path(args.db).parent / "images" / args.dataset
+
+
+def _thumbnail_lines(db: str, pools: PoolSet) -> list[str]:
+    """Make the missing or outdated thumbnails of the dataset's images; a line saying how it went (none without images)."""
+    with_image = pools.candidates.dropna(subset=["image_path"])
+    if with_image.empty:
+        return []
+    counts = thumbnails.make_thumbnails(db, pools.dataset_id, dict(zip(with_image["candidate_id"], with_image["image_path"])))
+    line = (f"thumbnails: {counts['made']} made, {counts['current']} already current, "
+            f"in {thumbnails.thumbnail_folder(db, pools.dataset_id)}")
+    if counts["failed"]:
+        line += f"; {counts['failed']} could not be made (the app makes them when it first shows the image)"
+    return [line]
 
 
 def ingest_table(args: argparse.Namespace) -> list[str]:
@@ -122,6 +165,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="recorded judge calls (runs/*.jsonl); repeatable")
     ja.add_argument("--scores", action="append", type=named_path, default=[], metavar="NAME=FILE",
                     help="content-scorer output (e.g. results/main/clip_scores.json); repeatable")
+    ja.add_argument("--images", metavar="DIR",
+                    help="attach images by candidate id: files DIR/<candidate id>.png|.jpg|.jpeg|.webp, "
+                         "or a CulturalFrames release's DIR/data/*.parquet shards")
+    ja.add_argument("--images-dir", metavar="DIR",
+                    help="where images from parquet shards are written (default: images/DATASET beside the database)")
     _common(ja)
     ja.set_defaults(handler=ingest_judgeacts)
 

@@ -27,9 +27,8 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pyarrow as pa
-from tqdm import tqdm
 
-from audit_core import store
+from audit_core import reliability, store
 from audit_core.errors import InputError
 from audit_core.records import RatingCallRecord
 from runners.database import Database, as_database
@@ -51,14 +50,10 @@ from runners.recorder import (
     RunIdentity,
     RunSummary,
     arrow_schema,
-    check_history,
     check_images,
     generate_with_retry,
-    open_run,
-    record_batches,
-    recorded_keys,
+    record_planned,
     require_dataset,
-    requests_to_call,
     write_records,
 )
 
@@ -67,20 +62,11 @@ TABLE = "rating_calls"
 
 
 def pool_consensus(con: duckdb.DuckDBPyConnection, dataset: str, outcome: str) -> pd.DataFrame:
-    """candidate_id, pool, consensus: each pool's `ratings` value, or else the mean of its `votes`."""
-    return con.execute(
-        """
-        SELECT candidate_id, pool, value AS consensus FROM ratings WHERE dataset_id = ? AND outcome = ?
-        UNION ALL
-        SELECT v.candidate_id, v.pool, avg(v.value) FROM votes v
-        WHERE v.dataset_id = ? AND v.outcome = ? AND NOT EXISTS (
-            SELECT 1 FROM ratings r WHERE r.dataset_id = v.dataset_id AND r.outcome = v.outcome
-              AND r.candidate_id = v.candidate_id AND r.pool = v.pool)
-        GROUP BY v.candidate_id, v.pool
-        ORDER BY candidate_id, pool
-        """,
-        [dataset, outcome, dataset, outcome],
-    ).df()
+    """candidate_id, pool, consensus: `audit_core.reliability.pool_consensus` of the dataset's
+    `ratings` rows and `votes` on `outcome` (a pool's ratings row, or else the mean of its votes)."""
+    consensus = reliability.pool_consensus(
+        store.load_votes(con, dataset), store.load_pool_ratings(con, dataset, outcome), outcome)
+    return consensus.rename(columns={"value": "consensus"})
 
 
 @dataclass(frozen=True)
@@ -293,15 +279,6 @@ def record_rater(
             scope = load_rating_scope(con, dataset=dataset, outcome=instruction.outcome, limit=limit)
         requests, sizes = plan_ratings(scope, judge=judge, instruction=instruction, conditions=chosen)
         identity = RunIdentity(dataset, judge, KIND, backend_name, model, instruction.sha256, scope.manifest_sha256)
-        with db.session() as con:
-            check_history(con, identity, replace=replace)
-            check_condition_history(con, dataset, judge, requests, chosen)
-            done = recorded_keys(con, dataset, judge, TABLE)
-        todo, retried = requests_to_call(requests, done)
-        skipped = len(requests) - len(todo)
-        if not todo:
-            return RunSummary(None, dataset, judge, KIND, len(requests), skipped, 0,
-                              seconds=time.perf_counter() - started)
         run_config = {
             **(config or {}),
             "instruction_file": str(instruction.file), "outcome": instruction.outcome,
@@ -312,12 +289,10 @@ def record_rater(
                            for c in chosen},
             "limit": limit, "concurrency": concurrency,
         }
-        with db.session() as con:
-            run_id = open_run(con, identity, model_revision=backend.model_revision(), config=run_config)
         shas = {c.name: {"condition_sha256": c.sha256,
                          "instruction_sha256": instruction.translation(c.language).sha256} for c in chosen}
 
-        def call(request: RatingRequest) -> RatingCallRecord:
+        def call(run_id: str, request: RatingRequest) -> RatingCallRecord:
             shown = {
                 **shas[request.condition],
                 "demonstrations": [cid for cid, _ in request.image_files[:-1]],
@@ -326,9 +301,9 @@ def record_rater(
             }
             return rate_item(backend, request, run_id=run_id, input_json=json.dumps(shown))
 
-        bar = tqdm(total=len(requests), initial=skipped, unit="call", disable=not progress,
-                   desc=judge, dynamic_ncols=True)
-        statuses = record_batches(db, run_id, todo, call, lambda con, batch: write_rating_calls(con, batch, retried),
-                                  concurrency=concurrency, bar=bar, name=f"rater-{judge}")
-    return RunSummary(run_id, dataset, judge, KIND, len(requests), skipped, sum(statuses.values()),
-                      statuses, "finished", time.perf_counter() - started)
+        return record_planned(
+            db, identity, requests, backend=backend, call=call, write=write_rating_calls, config=run_config,
+            replace=replace, concurrency=concurrency, progress=progress, started=started,
+            thread_name=f"rater-{judge}", table=TABLE,
+            check=lambda con: check_condition_history(con, dataset, judge, requests, chosen),
+        )

@@ -3,7 +3,8 @@
 What every judge kind shares lives here: the dataset and history checks, the
 run lifecycle (`open_run`, `run_lifecycle`), resume (`recorded_keys`,
 `requests_to_call`), the call with one identical retry (`generate_with_retry`),
-batch writes (`write_records`) and the crash-safe loop (`record_batches`).
+batch writes (`write_records`), the crash-safe loop (`record_batches`) and a
+judge's run from planned requests to summary (`record_planned`).
 A kind brings its requests, its parser and its call table (selectors below;
 raters in `runners.rating_recorder`).
 
@@ -87,6 +88,12 @@ class TextBackend(Protocol[_Shown]):
     """Any backend that turns a request into raw text (`SelectorBackend`, and the rating backends)."""
 
     def generate(self, request: _Shown) -> str: ...
+
+
+class ModelBackend(Protocol):
+    """A backend as a run records it: it names the model revision it calls."""
+
+    def model_revision(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -542,33 +549,67 @@ def record_selector(
             scope = load_scope(con, dataset=dataset, limit=limit)
         requests, sizes, instruction_sha, manifest = plan_scope(scope, judge=judge, orders=orders, contract=contract)
         identity = RunIdentity(dataset, judge, "selector", backend_name, model, instruction_sha, manifest)
-        with db.session() as con:
-            check_history(con, identity, replace=replace)
-            done = recorded_keys(con, dataset, judge)
-        todo, retried = requests_to_call(requests, done)
-        skipped = len(requests) - len(todo)
-        if not todo:
-            return RunSummary(None, dataset, judge, "selector", len(requests), skipped, 0,
-                              seconds=time.perf_counter() - started)
         run_config = {
             **(config or {}),
             "orders": orders, "contract": contract, "lenient": lenient, "limit": limit,
             "concurrency": concurrency, "instruction_file": load_instruction(contract).file,
         }
-        revision = backend.model_revision()
-        with db.session() as con:
-            run_id = open_run(con, identity, model_revision=revision, config=run_config)
 
-        def call(request: JudgeRequest) -> CallRecord:
+        def call(run_id: str, request: JudgeRequest) -> CallRecord:
             shown = {"image_sizes": [list(sizes[c]) for c in request.slot_candidate_ids],
                      "prompt_chars": len(request.prompt)}
             return call_judge(backend, request, run_id=run_id, lenient=lenient, input_json=json.dumps(shown))
 
-        bar = tqdm(total=len(requests), initial=skipped, unit="call", disable=not progress,
-                   desc=f"{judge}", dynamic_ncols=True)
-        statuses = record_batches(db, run_id, todo, call, lambda con, batch: write_calls(con, batch, retried),
-                                  concurrency=concurrency, bar=bar, name=f"judge-{judge}")
-    return RunSummary(run_id, dataset, judge, "selector", len(requests), skipped, sum(statuses.values()),
+        return record_planned(db, identity, requests, backend=backend, call=call, write=write_calls,
+                              config=run_config, replace=replace, concurrency=concurrency, progress=progress,
+                              started=started, thread_name=f"judge-{judge}")
+
+
+def record_planned(
+    db: Database,
+    identity: RunIdentity,
+    requests: Sequence[Req],
+    *,
+    backend: ModelBackend,
+    call: Callable[[str, Req], Rec],
+    write: Callable[[duckdb.DuckDBPyConnection, Sequence[Rec], set[str]], None],
+    config: dict,
+    replace: bool,
+    concurrency: int,
+    progress: bool,
+    started: float,
+    thread_name: str,
+    check: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+    table: str = "calls",
+) -> RunSummary:
+    """Record the planned requests of one judge that `table` does not hold yet (resume), as one run.
+
+    Checks the judge's history (`check_history`, then `check`, e.g. a kind's own
+    history check), opens the run (no run when nothing is left to do), and has
+    `record_batches` call `call(run_id, request)` for each request to do and
+    `write(con, batch, retried)` each finished batch. `started` is the
+    perf_counter time the summary's seconds count from. Call inside `db.claim`.
+    """
+    dataset, judge, kind = identity.dataset, identity.judge, identity.kind
+    with db.session() as con:
+        check_history(con, identity, replace=replace)
+        if check is not None:
+            check(con)
+        done = recorded_keys(con, dataset, judge, table)
+    todo, retried = requests_to_call(requests, done)
+    skipped = len(requests) - len(todo)
+    if not todo:
+        return RunSummary(None, dataset, judge, kind, len(requests), skipped, 0,
+                          seconds=time.perf_counter() - started)
+    revision = backend.model_revision()
+    with db.session() as con:
+        run_id = open_run(con, identity, model_revision=revision, config=config)
+    bar = tqdm(total=len(requests), initial=skipped, unit="call", disable=not progress,
+               desc=judge, dynamic_ncols=True)
+    statuses = record_batches(db, run_id, todo, lambda request: call(run_id, request),
+                              lambda con, batch: write(con, batch, retried),
+                              concurrency=concurrency, bar=bar, name=thread_name)
+    return RunSummary(run_id, dataset, judge, kind, len(requests), skipped, sum(statuses.values()),
                       statuses, "finished", time.perf_counter() - started)
 
 

@@ -21,93 +21,40 @@ from collections.abc import Sequence
 
 from audit_core.errors import InputError
 from runners.backends.base import SelectorBackend
-from runners.backends.openai_compat import DEFAULT_MAX_RESPONSE_BYTES
+from runners import backend_args
 from runners.command import run_job
 from runners.database import DatabaseFile
 from runners.parsing import CONTRACTS
 from runners.recorder import RunSummary, load_scope, plan_scope, record_selector
-
-BACKENDS: tuple[str, ...] = ("simulated", "hf", "openai")
-
 
 run_selector = record_selector  # the public name of the recording path, for the demo and other callers
 
 
 def make_backend(args: argparse.Namespace) -> SelectorBackend:
     """Build the backend the flags ask for (heavy imports only for the chosen one)."""
-    if args.backend == "simulated":
-        from runners.backends.simulated import simulated_selector
-
-        try:
-            return simulated_selector(args.model)
-        except ValueError as err:
-            raise InputError(str(err), field="--model") from None
-    if args.backend == "hf":
-        from runners.backends.hf import HFSelector
-
-        return HFSelector(
-            args.model,
-            revision=args.revision,
-            max_new_tokens=args.max_new_tokens,
-            max_edge=args.max_edge,
-            device=args.device,
-        )
-    from runners.backends.openai_compat import OpenAISelector
+    if args.backend != "simulated":
+        return backend_args.model_backend(args)
+    from runners.backends.simulated import simulated_selector
 
     try:
-        return OpenAISelector(
-            args.model,
-            base_url=args.base_url,
-            api_key=args.api_key,
-            max_new_tokens=args.max_new_tokens,
-            max_edge=args.max_edge,
-            timeout=args.timeout,
-            revision=args.revision,
-            max_response_bytes=args.max_response_bytes,
-        )
+        return simulated_selector(args.model)
     except ValueError as err:
-        raise InputError(str(err), field="--base-url") from None
+        raise InputError(str(err), field="--model") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m runners.run_judge", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--db", required=True, help="DuckDB file holding the dataset")
-    parser.add_argument("--dataset", required=True, help="dataset name in the store")
-    parser.add_argument("--judge", required=True, help="name to record this judge under")
-    parser.add_argument("--backend", required=True, choices=BACKENDS)
-    parser.add_argument("--model", required=True,
-                        help="model id or local path (hf), served model name (openai), profile (simulated)")
+    backend_args.add_target_arguments(parser, judge_help="name to record this judge under")
     parser.add_argument("--orders", type=int, default=3, help="presentation orders per prompt (default 3)")
     parser.add_argument("--contract", choices=CONTRACTS, default="ranking", help="output contract (default ranking)")
     parser.add_argument("--lenient", action="store_true", help="recover bare labels and alias keys (flagged)")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N prompts (by id)")
-    parser.add_argument("--max-new-tokens", type=int, default=64, help="generation bound (hf, openai)")
-    parser.add_argument("--max-edge", type=int, default=448,
-                        help="resize images to fit this bounding box, aspect kept (hf, openai)")
-    parser.add_argument("--concurrency", type=int, default=1, help="calls in flight at once")
-    parser.add_argument("--replace", action="store_true", help="delete this judge's earlier records first")
-    parser.add_argument("--revision", default=None, help="model revision: loaded (hf) or recorded as given (openai)")
-    parser.add_argument("--device", default="auto", help="auto, cuda, mps or cpu (hf)")
-    parser.add_argument("--base-url", default=None, help="endpoint base URL (openai; else $OPENAI_BASE_URL)")
-    parser.add_argument("--api-key", default=None, help="API key (openai; else $OPENAI_API_KEY)")
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="wall-clock deadline in seconds for each request, body included (openai)")
-    parser.add_argument("--max-response-bytes", type=int, default=DEFAULT_MAX_RESPONSE_BYTES,
-                        help="refuse a response body larger than this: a runtime failure (openai; default 4 MiB)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    backend_args.add_run_arguments(parser, limit_help="only the first N prompts (by id)", max_new_tokens=64)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.limit is not None and args.limit < 1:
-        parser.error("--limit must be at least 1")
-    if not 0 < args.timeout < float("inf"):
-        parser.error("--timeout must be a positive number of seconds")
-    if args.max_response_bytes < 1:
-        parser.error("--max-response-bytes must be at least 1")
-    config = {k: v for k, v in vars(args).items() if k not in ("api_key", "quiet")}
+    args = backend_args.parse_checked(build_parser(), argv)
+    config = backend_args.recorded_config(args)
     db = DatabaseFile(args.db)
 
     def job() -> RunSummary:

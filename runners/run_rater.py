@@ -26,8 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from audit_core.errors import InputError
-from runners import run_judge
-from runners.backends.openai_compat import DEFAULT_MAX_RESPONSE_BYTES
+from runners import backend_args
 from runners.command import run_job
 from runners.database import DatabaseFile
 from runners.rating_parsing import Scale
@@ -42,8 +41,6 @@ from runners.rating_protocol import (
 from runners.rating_recorder import load_rating_scope, plan_ratings, record_rater
 from runners.recorder import RunSummary
 
-BACKENDS: tuple[str, ...] = ("simulated", "hf", "openai")
-
 run_rater = record_rater  # the public name of the rating path, for the demo and other callers
 
 
@@ -54,7 +51,7 @@ def make_backend(args: argparse.Namespace, consensus: pd.DataFrame, scale: Scale
     pool, consensus), which must lie on the rubric's scale.
     """
     if args.backend != "simulated":
-        return run_judge.make_backend(args)
+        return backend_args.model_backend(args)
     from runners.backends.simulated_rater import simulated_rater
 
     if consensus.empty:
@@ -74,47 +71,21 @@ def make_backend(args: argparse.Namespace, consensus: pd.DataFrame, scale: Scale
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m runners.run_rater", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--db", required=True, help="DuckDB file holding the dataset")
-    parser.add_argument("--dataset", required=True, help="dataset name in the store")
-    parser.add_argument("--judge", required=True, help="name to record this rating judge under")
-    parser.add_argument("--backend", required=True, choices=BACKENDS)
-    parser.add_argument("--model", required=True,
-                        help="model id or local path (hf), served model name (openai), profile (simulated)")
+    backend_args.add_target_arguments(parser, judge_help="name to record this rating judge under")
     parser.add_argument("--condition", nargs="+", action="extend", default=None, metavar="NAME",
                         help=f"conditions to run, from the conditions file (default: {DEFAULT_CONDITION})")
     parser.add_argument("--conditions", type=Path, default=DEFAULT_CONDITIONS, metavar="FILE",
                         help="conditions file (JSON; default runners/conditions/default_v1.json)")
     parser.add_argument("--instruction", type=Path, default=DEFAULT_INSTRUCTION, metavar="FILE",
                         help="rubric instruction file (default runners/instructions/rubric_1to5_v1.txt)")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N items (in store order)")
-    parser.add_argument("--max-new-tokens", type=int, default=16, help="generation bound (hf, openai)")
-    parser.add_argument("--max-edge", type=int, default=448,
-                        help="resize images to fit this bounding box, aspect kept (hf, openai)")
-    parser.add_argument("--concurrency", type=int, default=1, help="calls in flight at once")
-    parser.add_argument("--replace", action="store_true", help="delete this judge's earlier records first")
-    parser.add_argument("--revision", default=None, help="model revision: loaded (hf) or recorded as given (openai)")
-    parser.add_argument("--device", default="auto", help="auto, cuda, mps or cpu (hf)")
-    parser.add_argument("--base-url", default=None, help="endpoint base URL (openai; else $OPENAI_BASE_URL)")
-    parser.add_argument("--api-key", default=None, help="API key (openai; else $OPENAI_API_KEY)")
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="wall-clock deadline in seconds for each request, body included (openai)")
-    parser.add_argument("--max-response-bytes", type=int, default=DEFAULT_MAX_RESPONSE_BYTES,
-                        help="refuse a response body larger than this: a runtime failure (openai; default 4 MiB)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    backend_args.add_run_arguments(parser, limit_help="only the first N items (in store order)", max_new_tokens=16)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.limit is not None and args.limit < 1:
-        parser.error("--limit must be at least 1")
-    if not 0 < args.timeout < float("inf"):
-        parser.error("--timeout must be a positive number of seconds")
-    if args.max_response_bytes < 1:
-        parser.error("--max-response-bytes must be at least 1")
+    args = backend_args.parse_checked(build_parser(), argv)
     conditions = args.condition or [DEFAULT_CONDITION]
-    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("api_key", "quiet")}
+    config = backend_args.recorded_config(args)
     db = DatabaseFile(args.db)
 
     def job() -> RunSummary:

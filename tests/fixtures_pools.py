@@ -1,7 +1,7 @@
 """Small pool sets for tests: prompts, PIL-drawn candidate images and ratings.
 
 `write_tiny_dataset` writes one into a DuckDB file through the real ingest path
-(`PoolSet` + `write_pools` inside `store.transaction`). Images carry the demo's
+(`audit_core.ingest.pools.write_dataset`: `write_pools` inside `store.transaction`). Images carry the demo's
 content signal (`runners.demo_images.draw_image`), so simulated judges see a
 quality that matches the alignment rating.
 """
@@ -14,8 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from audit_core import store
-from audit_core.ingest.pools import PoolSet, write_pools
+from audit_core.ingest.pools import PoolSet, write_dataset
 from runners.demo_images import draw_image
 
 GENERATORS = ("SD35", "flux", "gpt-image", "imagegen3")
@@ -57,10 +56,5 @@ def make_pool_set(
 def write_tiny_dataset(db: Path, image_dir: Path, **kwargs: object) -> PoolSet:
     """Build a pool set (see `make_pool_set`) and write it to `db` in one transaction."""
     pools = make_pool_set(image_dir, **kwargs)
-    con = store.connect(db)
-    try:
-        with store.transaction(con):
-            write_pools(con, pools)
-    finally:
-        con.close()
+    write_dataset(db, pools)
     return pools

@@ -1,13 +1,9 @@
 """Rating runs: requests and keys, conditions, resume, retries, CLI errors, kill and resume, hf and openai."""
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
-import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,8 +13,9 @@ import pytest
 
 from audit_core import store
 from audit_core.errors import InputError
-from audit_core.ingest.pools import write_pools
+from audit_core.ingest.pools import write_dataset
 from db_snapshot import snapshot
+from fixtures_recording import ROOT, Scripted, killed_mid_run, slowed_env
 from fixtures_pools import make_pool_set
 from runners import rating_protocol, run_rater
 from runners.backends.simulated_rater import simulated_rater
@@ -26,7 +23,6 @@ from runners.rating_recorder import load_rating_scope, plan_ratings, pool_consen
 from test_runners_hf import tiny_models  # noqa: F401  (fixture)
 from test_runners_openai import server  # noqa: F401  (fixture)
 
-ROOT = Path(__file__).resolve().parent.parent
 OUTCOME = "rubric"  # votes on the rubric's 1-5 scale, declared as their own outcome
 
 CONDITIONS = {
@@ -55,12 +51,7 @@ def write_rating_dataset(db: Path, image_dir: Path, *, n_prompts: int = 4, pool_
                               "value": value})
     pools.votes = pd.DataFrame(votes)
     pools.scales = {OUTCOME: (1.0, 5.0)}
-    con = store.connect(db)
-    try:
-        with store.transaction(con):
-            write_pools(con, pools)
-    finally:
-        con.close()
+    write_dataset(db, pools)
 
 
 @pytest.fixture
@@ -99,24 +90,6 @@ def plan(con, files, conditions, judge="t", conditions_file=None):
 
 def rows(con, judge="t"):
     return store.load_rating_calls(con, "tiny").query("judge == @judge").sort_values(["condition", "candidate_id"])
-
-
-class Scripted:
-    """Rating backend answering `text`, failing the first `failures` calls of each key."""
-
-    def __init__(self, text="4", failures=0):
-        self.text, self.failures, self.seen = text, failures, {}
-        self.lock = threading.Lock()
-
-    def generate(self, request):
-        with self.lock:
-            n = self.seen[request.request_key] = self.seen.get(request.request_key, 0) + 1
-        if n <= self.failures:
-            raise ConnectionError(f"scripted failure {n}")
-        return self.text
-
-    def model_revision(self):
-        return "scripted-1"
 
 
 def test_rates_every_item_under_each_condition_and_records_the_run(db, files):
@@ -275,7 +248,7 @@ def test_other_instruction_or_model_under_one_judge_name_is_refused(db, files, t
 
 def test_runtime_failure_gets_one_identical_retry_and_invalid_text_none(db, files):
     con = store.connect(db)
-    flaky = Scripted(failures=1)
+    flaky = Scripted("4", failures=1)
     rate(con, files, judge="flaky", backend=flaky, backend_name="test", limit=3, concurrency=3)
     calls = rows(con, "flaky")
     assert set(calls["status"]) == {"ok"} and set(calls["attempts"]) == {2} and set(calls["rating"]) == {4.0}
@@ -387,27 +360,11 @@ simulated_rater.SimulatedRater.generate = _slow
 def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path, files):
     db = tmp_path / "k.duckdb"
     write_rating_dataset(db, tmp_path / "images", n_prompts=16, pool_sizes=(3, 4))  # 56 items
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(SLOW_SIMULATED)  # slows the simulated rater: time to kill it
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), str(ROOT)])}
+    env = slowed_env(tmp_path / "hook", SLOW_SIMULATED)  # slows the simulated rater: time to kill it
     cmd = [sys.executable, "-m", "runners.run_rater", "--db", str(db), "--dataset", "tiny", "--judge", "floor",
            "--backend", "simulated", "--model", "floor", "--instruction", str(files[0]),
            "--conditions", str(files[1]), "--condition", "default", "demos_a", "--concurrency", "2"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    progress = b""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # wait for the progress bar to pass 20 of 112 calls
-        chunk = os.read(proc.stderr.fileno(), 4096)
-        if not chunk:
-            break
-        progress += chunk
-        counts = [int(n) for n in re.findall(rb"(\d+)/112", progress)]
-        if counts and counts[-1] >= 20:
-            break
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
-    assert proc.returncode == -signal.SIGKILL
+    progress = killed_mid_run(cmd, env, total=112, at_least=20)
     assert re.search(rb"\d+/112 \[[0-9:]+<[0-9:?]+", progress), "progress bar with elapsed<remaining"
     con = store.connect(db)
     first = store.load_rating_calls(con, "tiny")

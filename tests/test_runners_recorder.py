@@ -1,28 +1,20 @@
 """The shared recording path: resume, key changes, retries, CLI errors, kill and resume."""
 
 import json
-import os
-import re
-import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from audit_core import store
 from audit_core.errors import InputError
+from fixtures_recording import ROOT, Scripted, killed_mid_run, slowed_env
 from fixtures_pools import write_tiny_dataset
 from runners import protocol, recorder, run_judge
 from runners.backends.simulated import simulated_scorer, simulated_selector
-from runners.protocol import JudgeRequest
 from runners.run_judge import run_selector
 from runners.score import run_scorer
-
-ROOT = Path(__file__).resolve().parent.parent
-
 
 @pytest.fixture
 def db(tmp_path):
@@ -36,24 +28,6 @@ def calls_of(con, judge):
         "SELECT c.* FROM calls c JOIN runs r USING (run_id) WHERE r.judge = ? ORDER BY prompt_id, order_index",
         [judge],
     ).df()
-
-
-class Scripted:
-    """Backend that fails the first `failures` calls of each key, then answers `text`."""
-
-    def __init__(self, text='{"choice": "A"}', failures=0):
-        self.text, self.failures, self.seen = text, failures, {}
-        self.lock = threading.Lock()
-
-    def generate(self, request: JudgeRequest) -> str:
-        with self.lock:
-            n = self.seen[request.request_key] = self.seen.get(request.request_key, 0) + 1
-        if n <= self.failures:
-            raise ConnectionError(f"scripted failure {n}")
-        return self.text
-
-    def model_revision(self):
-        return "scripted-1"
 
 
 def test_records_every_prompt_order_with_request_fields(db):
@@ -221,26 +195,10 @@ simulated.SimulatedSelector.generate = _slow
 def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path):
     db = tmp_path / "k.duckdb"
     write_tiny_dataset(db, tmp_path / "images", n_prompts=40, pool_sizes=(3, 4))
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(SLOW_SIMULATED)  # slows the simulated judge: time to kill it
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), str(ROOT)])}
+    env = slowed_env(tmp_path / "hook", SLOW_SIMULATED)  # slows the simulated judge: time to kill it
     cmd = [sys.executable, "-m", "runners.run_judge", "--db", str(db), "--dataset", "tiny", "--judge", "weak",
            "--backend", "simulated", "--model", "weak", "--lenient", "--concurrency", "2"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    progress = b""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # wait for the progress bar to pass 25 of 120 calls
-        chunk = os.read(proc.stderr.fileno(), 4096)
-        if not chunk:
-            break
-        progress += chunk
-        counts = [int(n) for n in re.findall(rb"(\d+)/120", progress)]
-        if counts and counts[-1] >= 25:
-            break
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
-    assert proc.returncode == -signal.SIGKILL
+    killed_mid_run(cmd, env, total=120, at_least=25)
     con = store.connect(db)
     first = calls_of(con, "weak")
     con.close()

@@ -43,7 +43,7 @@ import re
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -322,45 +322,56 @@ def scan_images(release: Path, records: dict[str, ImageRecord], stage: ImageStag
     shards = sorted(release.glob(SHARDS_GLOB))
     if not shards:
         raise InputError(f"no image shards ({SHARDS_GLOB})", file=release)
+    audit["shards"] += len(shards)
     staged: dict[str, str] = {}
+    for where, image_id, row in shard_rows(shards, SHARD_COLUMNS):
+        audit["image rows"] += 1
+        data = image_bytes(row.get("image"), where)
+        suffix = images.decoded_format(data, "image.bytes", where)
+        record = records.get(image_id)
+        if record is None:
+            audit["image rows without an annotation record"] += 1
+            continue
+        for column, expected in (("prompt", record.prompt), ("country", record.country), ("model", record.model)):
+            if row.get(column) != expected:
+                raise InputError(
+                    f"{values.shown(row.get(column))} disagrees with the annotation record's {expected!r} "
+                    f"({ANNOTATIONS_FILE} line {record.line})",
+                    field=column,
+                    **where,
+                )
+        staged[image_id] = str(stage.put(f"{file_stem(image_id)}.{suffix}", data))
+    return staged
+
+
+def shard_rows(shards: Sequence[Path], columns: Sequence[str]) -> Iterator[tuple[dict, str, dict]]:
+    """(where, image id, row) for every row of the image shards, in order; `columns` are read.
+
+    `where` locates the row (file, line = row number) for errors. InputError when a row's
+    `id` is not non-empty text or repeats an id seen earlier in any shard.
+    """
     first_seen: dict[str, str] = {}
     for shard in shards:
-        audit["shards"] += 1
-        for row_number, row in sources.parquet_rows(shard, SHARD_COLUMNS):
+        for row_number, row in sources.parquet_rows(shard, columns):
             where = {"file": shard, "line": row_number}
-            audit["image rows"] += 1
             image_id = row.get("id")
             if not isinstance(image_id, str) or not image_id:
                 raise InputError(f"expected an image id, got {values.shown(image_id)}", field="id", **where)
             if image_id in first_seen:
                 raise InputError(f"image {image_id!r} already appeared in {first_seen[image_id]}", field="id", **where)
             first_seen[image_id] = f"{shard.name} row {row_number}"
-            data = _image_bytes(row.get("image"), where)
-            suffix = images.decoded_format(data, "image.bytes", where)
-            record = records.get(image_id)
-            if record is None:
-                audit["image rows without an annotation record"] += 1
-                continue
-            for column, expected in (("prompt", record.prompt), ("country", record.country), ("model", record.model)):
-                if row.get(column) != expected:
-                    raise InputError(
-                        f"{values.shown(row.get(column))} disagrees with the annotation record's {expected!r} "
-                        f"({ANNOTATIONS_FILE} line {record.line})",
-                        field=column,
-                        **where,
-                    )
-            staged[image_id] = str(stage.put(f"{_file_stem(image_id)}.{suffix}", data))
-    return staged
+            yield where, image_id, row
 
 
-def _image_bytes(image: object, where: dict) -> bytes:
+def image_bytes(image: object, where: dict) -> bytes:
+    """The bytes of a shard's `image` cell (a struct with `bytes`, or plain bytes); InputError when absent."""
     data = image.get("bytes") if isinstance(image, dict) else image
     if not isinstance(data, bytes) or not data:
         raise InputError("missing image bytes", field="image.bytes", **where)
     return data
 
 
-def _file_stem(image_id: str) -> str:
+def file_stem(image_id: str) -> str:
     """The image id when it is a safe file name, else a hash of it."""
     if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}", image_id):
         return image_id

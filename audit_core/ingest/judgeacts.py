@@ -11,20 +11,31 @@ Slot orders are read from `mapping`, never recomputed. Candidate `image` paths
 are relative to the artifact root (the folder holding `data/derived/`; for a
 pools file elsewhere, its own folder) and must stay inside it; an image file
 that exists is decoded at ingest, an absent one is recorded as no image.
+
+Images can also come from a folder given apart from the pools (`attach_images`):
+either the CulturalFrames release's parquet shards (`DIR/data/*.parquet`, rows with
+`id` and `image` {bytes}), whose images are staged for the images folder, or, when
+the folder has no shards, image files directly inside it named
+`<candidate id>.png|.jpg|.jpeg|.webp` (any case), used where they are. Such an
+image replaces the one the pools file names; a candidate with none in the folder
+keeps the pools file's (or none). Every attached image is decoded at ingest.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pandas as pd
 
 from audit_core.errors import InputError
-from audit_core.ingest import images, values
+from audit_core.ingest import culturalframes, images, values
 from audit_core.ingest.pools import ImportedRun, ImportedScores, PoolSet
 from audit_core.ingest.sources import json_document, json_lines
 from audit_core.orders import slot_labels
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 
 # candidate field -> (outcome, field holding its annotation count)
 RATING_FIELDS: dict[str, tuple[str, str]] = {
@@ -280,3 +291,91 @@ def read_scores(path: str | Path, scorer: str) -> ImportedScores:
         model=values.text(obj.get("model"), "model", where),
         model_revision=values.text(obj.get("revision"), "revision", where),
     )
+
+
+def attach_images(
+    pools: PoolSet, folder: str | Path, stage: culturalframes.ImageStage | None
+) -> tuple[PoolSet, dict[str, str], str]:
+    """`pools` with the images of `folder` attached (module docstring), the attached images
+    (candidate id → path) and a summary line.
+
+    Shard images are staged in `stage` (publish the attached paths after the database
+    write); a folder of image files needs no stage.
+    InputError, naming the file (and row) and field, when an image does not decode,
+    two files name one candidate, or a file leads outside `folder`.
+    """
+    folder = Path(folder)
+    try:
+        is_folder = folder.is_dir()
+    except OSError as err:  # e.g. a name too long
+        raise InputError(f"cannot read ({err.strerror or err})", file=folder) from err
+    if not is_folder:
+        raise InputError("not a folder (expected image files named by candidate id, or data/*.parquet shards)",
+                         file=folder)
+    wanted = set(pools.candidates["candidate_id"])
+    shards = image_shards(folder)
+    if shards:
+        if stage is None:
+            raise ValueError("images from parquet shards need an ImageStage")
+        found, unmatched = _shard_images(shards, wanted, stage)
+        origin = f"{len(shards)} parquet shard(s) in {folder}"
+    else:
+        found, unmatched = _image_files(folder, wanted)
+        origin = folder
+    given = pools.candidates["image_path"]
+    candidates = pools.candidates.assign(image_path=[
+        found.get(cid, old if isinstance(old, str) else None) for cid, old in zip(pools.candidates["candidate_id"], given)
+    ])
+    line = (
+        f"images: {len(found)} of {len(candidates)} candidates attached from {origin}, every one decoded; "
+        f"{int(candidates['image_path'].isna().sum())} without an image"
+        + (f"; {unmatched} image(s) there name no candidate" if unmatched else "")
+    )
+    return dataclasses.replace(pools, candidates=candidates), found, line
+
+
+def image_shards(folder: str | Path) -> list[Path]:
+    """The CulturalFrames image shards inside `folder` (`culturalframes.SHARDS_GLOB`), sorted; [] when none."""
+    return sorted(Path(folder).glob(culturalframes.SHARDS_GLOB))
+
+
+def _shard_images(
+    shards: list[Path], wanted: set[str], stage: culturalframes.ImageStage
+) -> tuple[dict[str, str], int]:
+    """Decode and stage the shard rows of wanted candidates: (candidate id → final path, rows for no candidate)."""
+    found: dict[str, str] = {}
+    unmatched = 0
+    for where, image_id, row in culturalframes.shard_rows(shards, ("id", "image")):
+        if image_id not in wanted:
+            unmatched += 1
+            continue
+        data = culturalframes.image_bytes(row.get("image"), where)
+        suffix = images.decoded_format(data, "image.bytes", where)
+        found[image_id] = str(stage.put(f"{culturalframes.file_stem(image_id)}.{suffix}", data))
+    return found, unmatched
+
+
+def _image_files(folder: Path, wanted: set[str]) -> tuple[dict[str, str], int]:
+    """Decode the image files directly in `folder` named by a wanted candidate id:
+    (candidate id → resolved path, image files naming no candidate)."""
+    by_id: dict[str, Path] = {}
+    unmatched = 0
+    for entry in sorted(folder.iterdir()):
+        if entry.suffix.lower() not in IMAGE_SUFFIXES:
+            continue
+        cid = entry.stem
+        if cid not in wanted:
+            unmatched += 1
+            continue
+        if cid in by_id:
+            raise InputError(f"candidate {cid!r} has two images here: {by_id[cid].name} and {entry.name}", file=folder)
+        by_id[cid] = entry
+    found: dict[str, str] = {}
+    for cid, entry in by_id.items():
+        where = {"file": entry}
+        located = images.confined_path(entry.name, folder, "image", where)
+        if not images.existing_file(located, "image", where):
+            raise InputError("not a regular file", field="image", **where)
+        images.decoded_format(located, "image", where)
+        found[cid] = str(located)
+    return found, unmatched

@@ -1,0 +1,87 @@
+"""Small JPEG copies of candidate images, kept beside the database, so grids of real photographs stay fast.
+
+A candidate's thumbnail lives at `<db folder>/<db stem>_thumbs/<dataset>/<candidate id>.jpg`
+(a dataset or id that is not a safe file name is replaced by a hash of it). It is
+the image scaled to at most `size` pixels on its long edge (aspect kept, never
+enlarged), made at ingest and by the app when missing; one whose source image is
+newer is made again.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from PIL import Image
+
+from audit_core.ingest.culturalframes import file_stem
+
+THUMBNAIL_SIZE = 256
+
+
+def thumbnail_folder(db_path: str | Path, dataset: str) -> Path:
+    """The folder holding the thumbnails of `dataset` in the database `db_path`."""
+    db = Path(db_path)
+    return db.with_name(f"{db.stem}_thumbs") / file_stem(dataset)
+
+
+def thumbnail_path(db_path: str | Path, dataset: str, candidate_id: str) -> Path:
+    """Where the thumbnail of `candidate_id` in `dataset` of the database `db_path` is kept."""
+    return thumbnail_folder(db_path, dataset) / f"{file_stem(candidate_id)}.jpg"
+
+
+def make_thumbnail(src: str | Path, dst: str | Path, size: int = THUMBNAIL_SIZE) -> Path:
+    """Write `src` as a JPEG at most `size` px on its long edge to `dst` (atomically); returns `dst`.
+
+    Transparency is flattened onto white. Raises OSError (or Pillow's errors) when
+    `src` cannot be decoded or `dst` cannot be written; a failed write leaves no file.
+    """
+    dst = Path(dst)
+    with Image.open(src) as image:
+        image.draft("RGB", (size, size))  # JPEG: decode at a reduced scale, much faster for photographs
+        shown = image.convert("RGBA")
+    shown.thumbnail((size, size), Image.Resampling.LANCZOS)
+    flat = Image.new("RGB", shown.size, "white")
+    flat.paste(shown, mask=shown.getchannel("A"))
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    # a temporary name in the same folder, then a rename: a reader never sees half a file
+    handle, temporary = tempfile.mkstemp(prefix=f".{dst.stem}-", suffix=".jpg", dir=dst.parent)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            flat.save(out, format="JPEG", quality=85)
+        os.replace(temporary, dst)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return dst
+
+
+def is_current(src: str | Path, dst: str | Path) -> bool:
+    """Whether the thumbnail `dst` exists and is not older than its source image `src`."""
+    try:
+        return Path(dst).stat().st_mtime >= Path(src).stat().st_mtime
+    except OSError:
+        return False
+
+
+def make_thumbnails(db_path: str | Path, dataset: str, images: Mapping[str, str]) -> dict[str, int]:
+    """Make the thumbnail of every candidate in `images` (candidate id → image file) that has
+    none or an older one; returns the counts {"made", "current", "failed"}.
+
+    A failure (an unwritable folder, an image gone since ingest) is counted, not
+    raised: thumbnails are a cache the app remakes when it finds one missing.
+    """
+    counts = {"made": 0, "current": 0, "failed": 0}
+    for candidate_id, src in images.items():
+        dst = thumbnail_path(db_path, dataset, candidate_id)
+        if is_current(src, dst):
+            counts["current"] += 1
+            continue
+        try:
+            make_thumbnail(src, dst)
+            counts["made"] += 1
+        except Exception:  # Pillow raises many types for unreadable files; the app shows the full image instead
+            counts["failed"] += 1
+    return counts

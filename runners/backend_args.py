@@ -1,0 +1,91 @@
+"""What the judge commands (`run_judge`, `run_rater`) share: their dataset, judge and backend flags,
+the checks on them, the config they record, and the hf and openai backends built from them."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from audit_core.errors import InputError
+from runners.backends.base import SelectorBackend
+from runners.backends.openai_compat import DEFAULT_MAX_RESPONSE_BYTES
+
+BACKENDS: tuple[str, ...] = ("simulated", "hf", "openai")
+UNRECORDED_FLAGS = ("api_key", "quiet")  # a secret, and display only
+
+
+def add_target_arguments(parser: argparse.ArgumentParser, *, judge_help: str) -> None:
+    """--db, --dataset, --judge, --backend, --model: where to record, under what name, with which model."""
+    parser.add_argument("--db", required=True, help="DuckDB file holding the dataset")
+    parser.add_argument("--dataset", required=True, help="dataset name in the store")
+    parser.add_argument("--judge", required=True, help=judge_help)
+    parser.add_argument("--backend", required=True, choices=BACKENDS)
+    parser.add_argument("--model", required=True,
+                        help="model id or local path (hf), served model name (openai), profile (simulated)")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, *, limit_help: str, max_new_tokens: int) -> None:
+    """--limit, then the generation, concurrency, hf and openai flags, and --quiet."""
+    parser.add_argument("--limit", type=int, default=None, help=limit_help)
+    parser.add_argument("--max-new-tokens", type=int, default=max_new_tokens, help="generation bound (hf, openai)")
+    parser.add_argument("--max-edge", type=int, default=448,
+                        help="resize images to fit this bounding box, aspect kept (hf, openai)")
+    parser.add_argument("--concurrency", type=int, default=1, help="calls in flight at once")
+    parser.add_argument("--replace", action="store_true", help="delete this judge's earlier records first")
+    parser.add_argument("--revision", default=None, help="model revision: loaded (hf) or recorded as given (openai)")
+    parser.add_argument("--device", default="auto", help="auto, cuda, mps or cpu (hf)")
+    parser.add_argument("--base-url", default=None, help="endpoint base URL (openai; else $OPENAI_BASE_URL)")
+    parser.add_argument("--api-key", default=None, help="API key (openai; else $OPENAI_API_KEY)")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="wall-clock deadline in seconds for each request, body included (openai)")
+    parser.add_argument("--max-response-bytes", type=int, default=DEFAULT_MAX_RESPONSE_BYTES,
+                        help="refuse a response body larger than this: a runtime failure (openai; default 4 MiB)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def parse_checked(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """The parsed flags; a usage error (exit status 2) for a --limit below 1, a timeout that is not a
+    positive finite number of seconds, or a --max-response-bytes below 1."""
+    args = parser.parse_args(argv)
+    if args.limit is not None and args.limit < 1:
+        parser.error("--limit must be at least 1")
+    if not 0 < args.timeout < float("inf"):
+        parser.error("--timeout must be a positive number of seconds")
+    if args.max_response_bytes < 1:
+        parser.error("--max-response-bytes must be at least 1")
+    return args
+
+
+def recorded_config(args: argparse.Namespace) -> dict:
+    """The flags as stored in the run's config_json: all but UNRECORDED_FLAGS, paths as strings."""
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in UNRECORDED_FLAGS}
+
+
+def model_backend(args: argparse.Namespace) -> SelectorBackend:
+    """The hf or openai backend the flags ask for (its heavy imports only then); it serves selectors and raters."""
+    if args.backend == "hf":
+        from runners.backends.hf import HFSelector
+
+        return HFSelector(
+            args.model,
+            revision=args.revision,
+            max_new_tokens=args.max_new_tokens,
+            max_edge=args.max_edge,
+            device=args.device,
+        )
+    from runners.backends.openai_compat import OpenAISelector
+
+    try:
+        return OpenAISelector(
+            args.model,
+            base_url=args.base_url,
+            api_key=args.api_key,
+            max_new_tokens=args.max_new_tokens,
+            max_edge=args.max_edge,
+            timeout=args.timeout,
+            revision=args.revision,
+            max_response_bytes=args.max_response_bytes,
+        )
+    except ValueError as err:
+        raise InputError(str(err), field="--base-url") from None
