@@ -32,7 +32,8 @@ generators = sorted({g for g in data.source_models[data.mask].tolist() if g})
 
 # --- the filter, every field bound to the URL
 top = st.columns([2, 2, 2, 3])
-countries = context.bound(top[0].multiselect, "Country", "country", (), sorted(outcomes["country"].dropna().unique()))
+countries = context.bound(top[0].multiselect, "Country", "country", (), sorted(outcomes["country"].dropna().unique()),
+                          format_func=draw.place)
 categories = context.bound(top[1].multiselect, "Category", "category", (), sorted(outcomes["category"].dropna().unique()))
 chosen_generators = context.bound(top[2].multiselect, "Generator in pool", "generator", (), generators)
 text = context.bound(top[3].text_input, "Prompt contains", "q", "")
@@ -66,6 +67,7 @@ if st.session_state.get("_explorer_filter", flt) != flt:
 st.session_state["_explorer_filter"] = flt
 n_pages = browse.page_bounds(len(matches), 1, page_size)[2]
 context.adopt("pg", 1)
+context.warn_refused()
 st.session_state["pg"] = min(max(int(st.session_state["pg"]), 1), n_pages)
 count, pager = st.columns([3, 1])
 count.markdown(f"**{len(matches):,}** of {len(outcomes):,} pools match · sorted by {browse.SORT_KEYS[sort]}")

@@ -32,10 +32,12 @@ for card, side in zip(cards, ("kept", "rejected")):
     if side not in both.index:
         continue
     g = both.loc[side]
-    card.metric(f"{side.capitalize()}: {int(g['n']):,} prompts ({g['coverage']:.0%})",
-                f"gain {draw.interval(g['gain'], g['gain_lo'], g['gain_hi'], signed=True)}")
+    card.metric(f"{draw.SIDES[side]}: {int(g['n']):,} prompts ({draw.percent(g['coverage'])})",
+                f"gain {draw.interval(g['gain'], g['gain_lo'], g['gain_hi'], signed=True)}",
+                help="Gain over random of the judge's own pick on these prompts; a dash when there are none.")
     card.caption(f"regret {draw.number(g['regret'])} vs random {draw.number(g['random_regret'])} and ungated judge "
-                 f"{draw.number(g['ungated_regret'])} · below-mean {draw.number(g['bmr'])} vs random {draw.number(g['bmr_random'])}")
+                 f"{draw.number(g['ungated_regret'])} · below mean {draw.percent(g['bmr'])} vs random "
+                 f"{draw.percent(g['bmr_random'])}")
 
 draw.chart(draw.gate_chart(result.gates), "Every gate: gain over random on the prompts it keeps vs rejects; "
            "diamonds: the ungated judge on the same prompts; dashed: random.")
@@ -59,4 +61,7 @@ draw.chart(draw.layout(fig, "Risk–coverage", "coverage (share of prompts acted
            "dotted: random on the same prompts; crosses: cross-judge and scorer gates.")
 
 with st.expander("All gates as a table"):
-    st.dataframe(result.gates, hide_index=True, width="stretch")
+    st.dataframe(draw.table(result.gates.assign(side=result.gates["side"].map(draw.SIDES))), hide_index=True,
+                 width="stretch")
+    st.caption("Kept: the prompts where the gate acts; rejected: those where it abstains, measured with the judge's "
+               "own pick there. A dash: no prompt on that side.")

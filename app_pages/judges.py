@@ -26,14 +26,14 @@ result = sel.audit()
 colours = draw.judge_colours(sel.judges)
 
 st.subheader("Calls, position bias and order consistency")
-st.dataframe(result.judges, hide_index=True, width="stretch",
-             column_config={"chi2_p": st.column_config.NumberColumn("chi2_p", format="%.2e")})
-st.caption("first_slot vs first_slot_uniform: share of valid calls picking slot A vs no bias (χ² test); "
-           "flip_rate: prompts whose returned image changes with the order; entropy: order inconsistency, 0–1.")
+st.dataframe(draw.table(result.judges), hide_index=True, width="stretch")
+st.caption("Picks slot A vs slot A if unbiased: share of valid calls picking the first slot vs no position bias "
+           "(χ² test); flip rate: share of prompts whose returned image changes with the order; order entropy: "
+           "order inconsistency, 0–1.")
 if result.timing is not None:
     st.subheader("Output validity and timing")
-    st.dataframe(result.timing, hide_index=True, width="stretch")
-    st.caption("valid: accepted by the strict parser; recovered: by the lenient one; not_json: not JSON at all; "
+    st.dataframe(draw.table(result.timing), hide_index=True, width="stretch")
+    st.caption("Valid: accepted by the strict parser; recovered: by the lenient one; not JSON: not JSON at all; "
                "seconds per call and per prompt (one order, all orders) as recorded with every call.")
 
 single = result.policies[result.policies["kind"].isin(["random", "oracle", "judge", "majority", "scorer"])]
@@ -47,8 +47,10 @@ part = result.slices[(result.slices["slice"] == picked) & result.slices["policy"
 by_value = part.assign(gain=[draw.interval(g, lo, hi, signed=True) + f" (n {n})"
                              for g, lo, hi, n in zip(part["gain"], part["gain_lo"], part["gain_hi"], part["n"])])
 table = by_value.pivot(index="value", columns="policy", values="gain").reindex(list(result.slice_prompts[picked]))
-st.dataframe(table[[p for p in sel.judges if p in table.columns]].assign(prompts=list(result.slice_prompts[picked].values())),
-             width="stretch")
+table = table[[p for p in sel.judges if p in table.columns]].fillna(draw.MISSING)
+table.insert(0, "prompts", [draw.count(n) for n in result.slice_prompts[picked].values()])
+table.insert(0, picked.replace("_", " "), [draw.place(v) for v in table.index])
+st.dataframe(table, hide_index=True, width="stretch")
 st.caption("Gain over random of each judge's order-0 pick within each value, 95% interval resampling the judge's prompts "
            "there; n = prompts it acts on (no gain, not zero, where n is 0).")
 
@@ -56,15 +58,17 @@ left, right = st.columns(2)
 with left:
     pairs = result.policies[result.policies["kind"] == "judge_gate"]
     st.subheader("When two judges agree")
-    st.dataframe(pairs[["policy", "n", "coverage", "gain", "gain_lo", "gain_hi", "regret", "bmr", "bmr_random"]],
+    st.dataframe(draw.table(pairs, ["policy", "n", "coverage", "gain", "regret", "bmr", "bmr_random"]),
                  hide_index=True, width="stretch")
-    st.caption("coverage: share of prompts on which both judges' order-0 picks are the same image; gain on those prompts.")
+    st.caption("Coverage: share of prompts on which both judges' order-0 picks are the same image; gain on those "
+               "prompts (a dash where they never agree).")
 with right:
     st.subheader("Which generator each judge favours")
-    st.dataframe(result.generators.pivot(index="source_model", columns="judge", values="share").join(
-        result.generators.groupby("source_model")["uniform"].mean().rename("uniform")), width="stretch")
+    shares = result.generators.pivot(index="source_model", columns="judge", values="share").join(
+        result.generators.groupby("source_model")["uniform"].mean().rename("if uniform"))
+    st.dataframe(shares.map(draw.percent).rename_axis("generator").reset_index(), hide_index=True, width="stretch")
     st.caption("Share of valid calls returning each generator's image vs its share under uniform choice.")
 
 st.subheader("Do order flips grow where the choice matters more?")
-st.dataframe(result.flips_by_range, hide_index=True, width="stretch")
+st.dataframe(draw.table(result.flips_by_range), hide_index=True, width="stretch")
 st.caption("Flip rate by tertile of the pool's rating range (best − worst alignment), among fully parsed prompts.")

@@ -25,7 +25,7 @@ def slice_chart(slices: pd.DataFrame, name: str, policies: Sequence[str], colour
     for policy in policies:
         part = slices[(slices["slice"] == name) & (slices["policy"] == policy)]
         fig.add_trace(go.Bar(
-            x=draw.plain(part["value"]), y=part["regret"], name=draw.plain(policy), customdata=part["n"],
+            x=draw.plain(part["value"].map(draw.place)), y=part["regret"], name=draw.plain(policy), customdata=part["n"],
             marker_color=colours.get(policy, draw.RANDOM_COLOUR), hovertemplate="%{x}: regret %{y:.3f} on %{customdata} prompts",
             error_y={"type": "data", "symmetric": False, "array": (part["regret_hi"] - part["regret"]).clip(lower=0),
                      "arrayminus": (part["regret"] - part["regret_lo"]).clip(lower=0)},
@@ -53,18 +53,18 @@ if sel.judge:
                     help="Mean alignment of the order-0 pick minus the pool's mean (exact random); 95% bootstrap interval.")
     cards[1].metric("Regret", draw.interval(p["regret"], p["regret_lo"], p["regret_hi"]),
                     help="Best alignment in the pool minus the picked image's, averaged over prompts.")
-    cards[2].metric("Below-mean rate", f"{p['bmr']:.0%} vs {p['bmr_random']:.0%}",
+    cards[2].metric("Below-mean rate", f"{draw.percent(p['bmr'])} vs {draw.percent(p['bmr_random'])}",
                     help="Share of picks rated below the pool mean, next to random's matched rate.")
-    cards[3].metric("First-slot picks", f"{judge['first_slot']:.0%} vs {judge['first_slot_uniform']:.0%}",
-                    help=f"Share of valid calls choosing slot A vs the uniform expectation (χ² p = {judge['chi2_p']:.2g}).")
+    cards[3].metric("First-slot picks", f"{draw.percent(judge['first_slot'])} vs {draw.percent(judge['first_slot_uniform'])}",
+                    help=f"Share of valid calls choosing slot A vs the uniform expectation (χ² p {draw.p_value(judge['chi2_p'])}).")
     cards[4].metric("Flip rate across orders", draw.number(judge["flip_rate"]) if k > 1 else "one order",
                     help="Share of fully parsed prompts whose returned image changes with the presentation order.")
     if k > 1 and not unanimity.empty:
         u = unanimity.iloc[0]
-        cards[5].metric(f"Unanimity gate keeps {u['coverage']:.0%}", f"gain {draw.number(u['gain'], signed=True)}",
+        cards[5].metric(f"Unanimity gate keeps {draw.percent(u['coverage'])}", f"gain {draw.number(u['gain'], signed=True)}",
                         help=f"Acts only when all {k} orders agree; gain over random on the {int(u['n'])} prompts it keeps.")
     st.caption(
-        f"{int(p['n']):,} prompts acted on ({p['coverage']:.0%} coverage) · {int(judge['calls']):,} calls, "
+        f"{int(p['n']):,} prompts acted on ({draw.percent(p['coverage'])} coverage) · {int(judge['calls']):,} calls, "
         f"{int(judge['failed']):,} failed · {result.resamples:,} bootstrap resamples, seed {result.seed}."
     )
 else:
@@ -95,14 +95,15 @@ forest = result.policies[~result.policies["kind"].str.endswith("rejected")]
 draw.chart(draw.forest(forest, "policy", "gain", "Every policy's gain over random", "gain over random (alignment)", colour="kind"),
            "Dots: mean gain over random on the prompts each policy acts on; whiskers: 95% bootstrap intervals; dashed: random.")
 with st.expander("All policies as a table"):
-    columns = ["policy", "kind", "n", "coverage", "gain", "gain_lo", "gain_hi", "regret", "bmr", "bmr_random", "best",
+    columns = ["policy", "kind", "n", "coverage", "gain", "regret", "bmr", "bmr_random", "best",
                "worst_group_regret", "disparity"]
-    st.dataframe(result.policies[[c for c in columns if c in result.policies.columns]], hide_index=True, width="stretch")
+    st.dataframe(draw.table(result.policies, [c for c in columns if c in result.policies.columns]), hide_index=True,
+                 width="stretch")
 
 if result.timing is not None:
     with st.expander("Output validity and timing per judge"):
-        st.dataframe(result.timing, hide_index=True, width="stretch")
-        st.caption("valid: accepted by the strict parser; recovered: by the lenient one; not_json: not JSON at all; "
+        st.dataframe(draw.table(result.timing), hide_index=True, width="stretch")
+        st.caption("Valid: accepted by the strict parser; recovered: by the lenient one; not JSON: not JSON at all; "
                    "seconds as recorded with every call.")
 
 # --- findings to take away

@@ -39,6 +39,8 @@ RESAMPLE_CHOICES: tuple[int, ...] = (1_000, 2_000, 10_000)
 LARGE_DATASET = 20_000  # prompts; above this the default resample count drops to keep the first load short
 _SEEN = "_url_seen"
 _SELECTION = "_selection"
+_REFUSED = "_url_refused"
+PAGE_DIR = Path(__file__).resolve().parents[1] / "app_pages"  # app.py names each page after its file there
 
 UrlValue = str | int | bool | tuple[str, ...]
 
@@ -65,31 +67,59 @@ def _read_url(key: str, default: UrlValue) -> UrlValue | None:
     return st.query_params.get(key)
 
 
-def _parse(raw: UrlValue | None, default: UrlValue, options: Sequence[object] | None) -> UrlValue:
+_TRUE, _FALSE = ("1", "true", "yes"), ("0", "false", "no")
+
+
+def _parse(raw: UrlValue | None, default: UrlValue, options: Sequence[object] | None) -> tuple[UrlValue, UrlValue | None]:
+    """(the value to show, what the URL named that does not exist or does not parse, else None).
+
+    A refused single value gives way to `default`; refused members of a list are left out.
+    """
     if raw is None:
-        return default
+        return default, None
     try:
         if isinstance(default, bool):
-            value: UrlValue = raw in ("1", "true", "yes")
+            if raw not in (*_TRUE, *_FALSE):
+                return default, raw
+            value: UrlValue = raw in _TRUE
         elif isinstance(default, int):
             value = int(raw)  # type: ignore[arg-type]
         else:
             value = raw
     except ValueError:
-        return default
+        return default, raw
     if options is not None:
         if isinstance(value, tuple):
-            value = tuple(v for v in value if v in options)
-        elif value not in options:
-            return default
-    return value
+            refused = tuple(v for v in value if v not in options)
+            return tuple(v for v in value if v in options), refused or None
+        if value not in options:
+            return default, raw
+    return value, None
+
+
+def refuse(key: str, value: object, shown: object = None) -> None:
+    """Note that the URL's `key` names `value`, which does not exist here (`shown` is shown instead;
+    None: the value is left out); `warn_refused` draws the note."""
+    st.session_state.setdefault(_REFUSED, []).append((key, value, shown))
+
+
+def warn_refused() -> None:
+    """Draw one warning per URL value refused since the last call, naming its key and value (escaped)."""
+    for key, value, shown in st.session_state.pop(_REFUSED, []):
+        values = value if isinstance(value, tuple) else (value,)
+        named = ", ".join(_code(str(v)) for v in values)
+        instead = f"showing {_code(str(shown))} instead" if shown is not None else "left out"
+        st.warning(f"This link's {_code(key)} names {named}, which does not exist here: {instead}.",
+                   icon=":material/link_off:")
 
 
 def adopt(key: str, default: UrlValue, options: Sequence[object] | None = None, *, sticky: bool = False) -> None:
     """Set the widget state of `key` from the URL when the URL changed since `publish`.
 
     `sticky` keeps the current state when the URL lacks the key (the sidebar's
-    database, dataset and judge survive moving between pages).
+    database, dataset and judge survive moving between pages). A URL value that
+    is not among `options` (or does not parse) is `refuse`d: the default is shown,
+    and the next `warn_refused` names it.
     """
     seen = st.session_state.setdefault(_SEEN, {})
     raw = _read_url(key, default)
@@ -100,7 +130,9 @@ def adopt(key: str, default: UrlValue, options: Sequence[object] | None = None, 
         )
         if valid and (raw == seen.get(key) or (raw is None and sticky)):
             return
-    value = _parse(raw, default, options)
+    value, refused = _parse(raw, default, options)
+    if refused is not None:
+        refuse(key, refused, None if isinstance(value, tuple) else value)
     st.session_state[key] = list(value) if isinstance(value, tuple) else value
 
 
@@ -313,6 +345,7 @@ def _code(text: str) -> str:
 def sidebar() -> Selection:
     """Draw the sidebar (database, dataset, judge), keep it in the URL and remember it."""
     side = st.sidebar
+    st.session_state[_REFUSED] = []  # a run stopped before drawing its warnings leaves none for the next
     db_name, db_path, db_default = _database(side)
     if not Path(db_path).is_file():
         side.error(f"{_code(db_name)}: no such database. Build the demo with `{DEMO_COMMAND}`.")
@@ -349,6 +382,8 @@ def sidebar() -> Selection:
         )
         publish("pool", pool, default_pool(pools))
     else:
+        if (raw := st.query_params.get("pool")) is not None and raw != pool:
+            refuse("pool", raw, pool)
         publish("pool", pool, pool)  # nothing to choose: a pool named by a link for another dataset leaves the URL
     judges = tuple(_audit_data(db_path, stamp, dataset_id, pool).judges) if pools else ()
     judge = None
@@ -420,21 +455,34 @@ def current_selection() -> Selection | None:
 
 
 def selection(page: str) -> Selection:
-    """The selection the sidebar made in this run (app.py draws it first); names `page` in the URL."""
+    """The selection the sidebar made in this run (app.py draws it first); names `page` in the URL.
+
+    A `page` parameter naming no page of the app is refused (`refuse`): this page is shown instead.
+    """
+    requested = st.query_params.get("page")
+    if requested is not None and requested != page and not (PAGE_DIR / f"{requested}.py").is_file():
+        refuse("page", requested, page)
     st.query_params["page"] = page
     return st.session_state[_SELECTION]
 
 
 def pool_filter_from_url() -> browse.PoolFilter:
-    """The explorer filter named by the URL (the detail page uses it for previous/next)."""
+    """The explorer filter named by the URL (the detail page uses it for previous/next); an outcome
+    or sort key that does not exist is `refuse`d."""
     q = st.query_params
+    outcomes, refused = _parse(tuple(q.get_all("outcome")) or None, (), list(browse.OUTCOME_FILTERS))
+    if refused:
+        refuse("outcome", refused)
+    sort, refused = _parse(q.get("sort"), "regret", list(browse.SORT_KEYS))
+    if refused:
+        refuse("sort", refused, sort)
     return browse.PoolFilter(
         countries=tuple(q.get_all("country")),
         categories=tuple(q.get_all("category")),
         generators=tuple(q.get_all("generator")),
         text=q.get("q", ""),
-        outcomes=tuple(k for k in q.get_all("outcome") if k in browse.OUTCOME_FILTERS),
-        sort=q.get("sort", "regret") if q.get("sort") in browse.SORT_KEYS else "regret",
+        outcomes=outcomes,
+        sort=sort,
         descending=q.get("desc", "1") != "0",
     )
 
@@ -473,4 +521,5 @@ def bound(
     adopt(key, default, options)
     value = widget(label, options, key=key, **kwargs) if options is not None else widget(label, key=key, **kwargs)
     publish(key, value, None if always else default)
+    warn_refused()
     return value

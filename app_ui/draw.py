@@ -12,7 +12,8 @@ import html
 import io
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -37,6 +38,12 @@ def esc(text: object) -> str:
     return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
 
 
+def place(name: object) -> str:
+    """A country (or other place) name as written: a source's underscores ("South_Africa") become spaces;
+    the stored value is unchanged."""
+    return MISSING if name is None or (not isinstance(name, str) and pd.isna(name)) else str(name).replace("_", " ")
+
+
 def judge_colours(judges: Sequence[str]) -> dict[str, str]:
     """A stable colour per judge (by position in the sorted judge list)."""
     return {j: PALETTE[i % len(PALETTE)] for i, j in enumerate(sorted(judges))}
@@ -46,6 +53,7 @@ def header(title: str, sel: Selection, what: str, focus: bool = True) -> None:
     """Page title, the one-line question the page answers, and the dataset it shows (with the
     sidebar's focus judge unless `focus` is False: a page that does not use it)."""
     st.title(title)
+    context.warn_refused()
     st.caption(what)
     dataset = f"Dataset **{esc(sel.dataset_name)}** in {esc(sel.db_name)}"
     st.markdown(f"{dataset} · focus judge **{esc(sel.judge or 'none')}**" if focus else dataset)
@@ -270,9 +278,16 @@ def forest(frame: pd.DataFrame, label: str, value: str, title: str, x_title: str
 
 
 
+MISSING = "—"  # what a table or card shows for a value that does not exist: never None, nan or -0
+
+
+def _absent(value: object) -> bool:
+    return value is None or (not isinstance(value, str) and bool(pd.isna(value)))
+
+
 def number(value: object, signed: bool = False, missing: str = "—") -> str:
     """Two decimals (with sign if `signed`), or `missing` (a dash) for a missing value."""
-    if value is None or pd.isna(value):
+    if _absent(value):
         return missing
     value = round(float(value), 2) + 0.0  # + 0.0 turns a rounded −0.0 into 0.0: no "-0.00"
     return f"{value:+.2f}" if signed else f"{value:.2f}"
@@ -288,7 +303,7 @@ def pool_facts(pool: object, judge: str) -> str:
              if _holds(getattr(pool, column))]
     return " · ".join(
         [
-            esc(pool.country or "no country"),
+            esc(place(pool.country) if pool.country else "no country"),
             esc(pool.category or "no category"),
             f"{pool.m} images",
             f"{esc(judge)}: regret {number(pool.regret)}, gain {number(pool.gain, signed=True)}",
@@ -303,6 +318,128 @@ def interval(value: object, lo: object, hi: object, signed: bool = False, missin
     if value is None or pd.isna(value) or lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
         return text
     return f"{text} [{number(lo, signed)}, {number(hi, signed)}]"
+
+
+# ------------------------------------------------------------ tables
+
+
+def count(value: object) -> str:
+    """A whole number with thousands separators, or a dash."""
+    return MISSING if _absent(value) else f"{int(value):,}"
+
+
+def percent(share: object) -> str:
+    """A share as a whole percentage (a rounded −0.4% reads 0%), or a dash where it is undefined (no items)."""
+    return MISSING if _absent(share) else f"{round(float(share) * 100) + 0}%"
+
+
+def p_value(p: object) -> str:
+    """A p-value to two significant digits, "< 0.001" below that, or a dash."""
+    if _absent(p):
+        return MISSING
+    return "< 0.001" if float(p) < 0.001 else f"{float(p):.2g}"
+
+
+def text(value: object) -> str:
+    """A cell as text: yes/no for a flag, a dash for a missing value, snake_case kinds in words."""
+    if _absent(value):
+        return MISSING
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return number(value)
+    return str(value)
+
+
+def signed(value: object) -> str:
+    """Two decimals with a sign, or a dash."""
+    return number(value, signed=True)
+
+
+def words(value: object) -> str:
+    """An identifier-like value ("order_gate") in words ("order gate")."""
+    return place(value)
+
+
+@dataclass(frozen=True)
+class Column:
+    """How a table shows a column: its header, the format of its cells and, with `interval`, its
+    `<name>_lo`/`<name>_hi` columns joined into "value [lo, hi]" (95%)."""
+
+    header: str
+    show: Callable[[object], str] = text
+    interval: bool = False
+
+
+SIDES = {"kept": "kept (the gate acts)", "rejected": "rejected (the gate abstains)"}  # a gate's two sides
+
+# The measures' names in words, shared by every page's tables (DESIGN.md defines each).
+COLUMNS: dict[str, Column] = {
+    "policy": Column("policy"), "kind": Column("kind", words), "judge": Column("judge"), "gate": Column("gate"),
+    "base_judge": Column("judge"), "partner": Column("with"), "threshold": Column("orders that must agree", count),
+    "side": Column("side"), "n": Column("prompts", count), "coverage": Column("coverage", percent),
+    "utility": Column("alignment of the pick", number, True), "regret": Column("regret", number, True),
+    "gain": Column("gain over random", signed, True), "bmr": Column("below mean", percent, True),
+    "bmr_random": Column("below mean, random", percent), "best": Column("picks the best", percent, True),
+    "random_regret": Column("regret, random", number, True), "random_utility": Column("alignment, random", number),
+    "ungated_regret": Column("regret, ungated judge", number), "ungated_gain": Column("gain, ungated judge", signed),
+    "ungated_bmr": Column("below mean, ungated judge", percent),
+    "regret_vs_ungated": Column("regret − ungated judge's", signed, True),
+    "worst_group_regret": Column("worst country's regret", number, True),
+    "disparity": Column("worst − best country", number),
+    "orders": Column("orders", count), "calls": Column("calls", count), "valid": Column("valid", count),
+    "recovered": Column("recovered", count), "failed": Column("failed", count),
+    "parse_fail": Column("unparsed", count), "runtime_fail": Column("runtime errors", count),
+    "first_slot": Column("picks slot A", percent), "first_slot_uniform": Column("slot A if unbiased", percent),
+    "chi2": Column("χ²", number), "chi2_df": Column("χ² df", count), "chi2_p": Column("χ² p", p_value),
+    "flip_n": Column("prompts in all orders", count), "flip_rate": Column("flip rate", percent, True),
+    "entropy": Column("order entropy (0–1)", number), "not_json": Column("not JSON", count),
+    "seconds_median": Column("median s / call", number), "seconds_mean": Column("mean s / call", number),
+    "timed_prompts": Column("timed prompts", count),
+    "prompt_seconds_one_order": Column("s / prompt, one order", number),
+    "prompt_seconds_all_orders": Column("s / prompt, all orders", number),
+    "all_over_one": Column("all orders ÷ one", number),
+    "hours_one_order": Column("hours, one order", number), "hours_all_orders": Column("hours, all orders", number),
+    "tertile": Column("rating range"), "range_lo": Column("range from", number), "range_hi": Column("range to", number),
+    "prompts": Column("prompts", count), "parsed": Column("fully parsed", count),
+    "share": Column("share", percent), "uniform": Column("uniform share", percent),
+    "source_model": Column("generator"), "generator": Column("generator"), "country": Column("country", place),
+    "alignment": Column("alignment", number),
+}
+
+
+def _column(name: str, values: pd.Series) -> Column:
+    """A column's `COLUMNS` entry, else its name in words, counted when integral."""
+    if name in COLUMNS:
+        return COLUMNS[name]
+    integral = pd.api.types.is_integer_dtype(values) and not pd.api.types.is_bool_dtype(values)
+    return Column(str(name).replace("_", " "), count if integral else text)
+
+
+def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *, index: bool = False) -> pd.DataFrame:
+    """`frame`'s `columns` (default: all but interval bounds) as text, for `st.dataframe`.
+
+    Headers are `COLUMNS`' words; intervals are joined to their value; a missing value is a dash, never
+    None, nan or -0.00. With `index`, the index is shown as the first column, in the same words.
+    """
+    shown = frame.reset_index() if index else frame
+    names = list(columns) if columns is not None else list(shown.columns)
+    joined = {f"{n}_{end}" for n in names if n in COLUMNS and COLUMNS[n].interval for end in ("lo", "hi")}
+    out = {}
+    for name in names:
+        if name in joined and columns is None:
+            continue
+        col = _column(name, shown[name])
+        bounded = col.interval and {f"{name}_lo", f"{name}_hi"} <= set(shown.columns)
+        if bounded:
+            cells = [MISSING if _absent(v) else col.show(v) if _absent(lo) or _absent(hi)
+                     else f"{col.show(v)} [{col.show(lo)}, {col.show(hi)}]"
+                     for v, lo, hi in zip(shown[name], shown[f"{name}_lo"], shown[f"{name}_hi"])]
+        else:
+            cells = [col.show(v) for v in shown[name]]
+        header = col.header + (" [95%]" if bounded else "")
+        out[header if header not in out else f"{header} ({name})"] = cells  # two names, one word: both kept
+    return pd.DataFrame(out)
 
 
 def slot_chart(positions: pd.DataFrame, colours: Mapping[str, str]) -> go.Figure:
@@ -324,7 +461,7 @@ def group_chart(groups: pd.DataFrame, policies: Sequence[str], colours: Mapping[
     for policy in policies:
         part = groups[groups["policy"] == policy]
         fig.add_trace(go.Bar(
-            x=plain(part["country"]), y=part["regret"], name=plain(policy),
+            x=plain(part["country"].map(place)), y=part["regret"], name=plain(policy),
             marker_color=colours.get(policy, RANDOM_COLOUR),
             error_y={"type": "data", "symmetric": False, "array": (part["regret_hi"] - part["regret"]).clip(lower=0),
                      "arrayminus": (part["regret"] - part["regret_lo"]).clip(lower=0)},
@@ -362,10 +499,6 @@ def gate_chart(gates: pd.DataFrame) -> go.Figure:
 
 UNDEFINED = "undefined"  # a figure that does not exist (Pearson of a constant side), never 0
 
-
-def percent(share: object) -> str:
-    """A share as a whole percentage, or a dash where it is undefined (no items)."""
-    return "—" if share is None or pd.isna(share) else f"{share:.0%}"
 
 POOL_COLOURS: tuple[str, ...] = ("#555555", "#999999", "#333333", "#BBBBBB")  # people in greys, judges in colour
 

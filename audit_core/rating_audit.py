@@ -139,11 +139,7 @@ def load_rating_data(
     votes = votes[votes["outcome"] == outcome].reset_index(drop=True)
     if calls.empty and votes.empty:
         return None
-    rows = con.execute(
-        "SELECT candidate_id, pool, value FROM ratings WHERE dataset_id = ? AND outcome = ? "
-        "ORDER BY candidate_id, pool",
-        [dataset_id, outcome],
-    ).df()
+    rows = store.load_pool_ratings(con, dataset_id, outcome)
     scale = _scale(dataset_id, outcome, [c["scale"] for c, o in zip(configs, ours) if o and c.get("scale")])
 
     prompts = store.load_prompts(con, dataset_id)

@@ -2,8 +2,8 @@
 
 `Scripted` answers a fixed text after failing a set number of calls per
 request key (selectors and raters alike). To test that a resumed run loses
-nothing after SIGKILL, `slowed_env` puts a `sitecustomize` hook (code that slows the backend, so
-there is time to kill it) on the command's PYTHONPATH; `killed_mid_run` starts
+nothing after SIGKILL, `slowed_env` slows a backend class through a
+`sitecustomize` hook on the command's PYTHONPATH, and `killed_mid_run` starts
 the command, waits for its progress bar to pass a count and kills it.
 """
 
@@ -39,10 +39,22 @@ class Scripted:
         return "scripted-1"
 
 
-def slowed_env(hook_dir: Path, hook_source: str) -> dict[str, str]:
-    """The environment for a command that runs `hook_source` at start-up (written to hook_dir/sitecustomize.py)."""
+SLOWED = """
+import time
+from {module} import {cls} as _backend
+_generate = _backend.generate
+def _slow(self, request):
+    time.sleep({seconds})
+    return _generate(self, request)
+_backend.generate = _slow
+"""
+
+
+def slowed_env(hook_dir: Path, module: str, cls: str, seconds: float) -> dict[str, str]:
+    """The environment for a command whose backend class `module.cls` sleeps `seconds` before each generate
+    (a sitecustomize hook written to `hook_dir`), so that there is time to kill it mid-run."""
     hook_dir.mkdir()
-    (hook_dir / "sitecustomize.py").write_text(hook_source)
+    (hook_dir / "sitecustomize.py").write_text(SLOWED.format(module=module, cls=cls, seconds=seconds))
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook_dir), str(ROOT)])}
 
 

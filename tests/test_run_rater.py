@@ -346,21 +346,10 @@ def test_a_translation_is_read_beside_the_instruction(db, files, tmp_path):
     assert "Notez maintenant cette image." in texts["fr"] and "Now rate this image." in texts["default"]
 
 
-SLOW_SIMULATED = """
-import time
-from runners.backends import simulated_rater
-_generate = simulated_rater.SimulatedRater.generate
-def _slow(self, request):
-    time.sleep(0.03)
-    return _generate(self, request)
-simulated_rater.SimulatedRater.generate = _slow
-"""
-
-
 def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path, files):
     db = tmp_path / "k.duckdb"
     write_rating_dataset(db, tmp_path / "images", n_prompts=16, pool_sizes=(3, 4))  # 56 items
-    env = slowed_env(tmp_path / "hook", SLOW_SIMULATED)  # slows the simulated rater: time to kill it
+    env = slowed_env(tmp_path / "hook", "runners.backends.simulated_rater", "SimulatedRater", 0.03)
     cmd = [sys.executable, "-m", "runners.run_rater", "--db", str(db), "--dataset", "tiny", "--judge", "floor",
            "--backend", "simulated", "--model", "floor", "--instruction", str(files[0]),
            "--conditions", str(files[1]), "--condition", "default", "demos_a", "--concurrency", "2"]

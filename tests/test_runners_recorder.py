@@ -181,21 +181,10 @@ def test_cli_errors_are_clear(db, capsys):
     assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
 
 
-SLOW_SIMULATED = """
-import time
-from runners.backends import simulated
-_generate = simulated.SimulatedSelector.generate
-def _slow(self, request):
-    time.sleep(0.02)
-    return _generate(self, request)
-simulated.SimulatedSelector.generate = _slow
-"""
-
-
 def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path):
     db = tmp_path / "k.duckdb"
     write_tiny_dataset(db, tmp_path / "images", n_prompts=40, pool_sizes=(3, 4))
-    env = slowed_env(tmp_path / "hook", SLOW_SIMULATED)  # slows the simulated judge: time to kill it
+    env = slowed_env(tmp_path / "hook", "runners.backends.simulated", "SimulatedSelector", 0.02)
     cmd = [sys.executable, "-m", "runners.run_judge", "--db", str(db), "--dataset", "tiny", "--judge", "weak",
            "--backend", "simulated", "--model", "weak", "--lenient", "--concurrency", "2"]
     killed_mid_run(cmd, env, total=120, at_least=25)

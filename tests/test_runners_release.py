@@ -1,6 +1,5 @@
 """The command-line runners release the database between writes: others can read it, and wait their turn."""
 
-import os
 import signal
 import subprocess
 import sys
@@ -11,9 +10,10 @@ import pytest
 from audit_core import store
 from audit_core.errors import DatabaseHeld
 from fixtures_pools import write_tiny_dataset
+from fixtures_recording import ROOT, slowed_env
 from runners import run_judge
 from runners.database import DatabaseBusy, DatabaseFile
-from test_runners_recorder import ROOT, SLOW_SIMULATED, calls_of
+from test_runners_recorder import calls_of
 
 N_CALLS = 120  # 40 prompts, 3 orders
 
@@ -23,10 +23,8 @@ def slow_cli(tmp_path):
     """(db path, function starting `runners.run_judge` for a judge name on a slowed simulated backend)."""
     db = tmp_path / "r.duckdb"
     write_tiny_dataset(db, tmp_path / "images", n_prompts=40, pool_sizes=(3, 4))
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(SLOW_SIMULATED)  # 20 ms per call: a run lasts a few seconds
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), str(ROOT)])}
+    # 20 ms per call: a run lasts a few seconds
+    env = slowed_env(tmp_path / "hook", "runners.backends.simulated", "SimulatedSelector", 0.02)
     started = []
 
     def start(judge):
