@@ -37,7 +37,7 @@ except KeyError as err:
 pool = data.prompts.iloc[row]
 st.subheader("Prompt")
 st.text(pool["prompt"])
-st.caption(f"{draw.esc(pool['country'] or 'no country')} · {draw.esc(pool['category'] or 'no category')} · {pool['m']} images")
+st.caption(f"{draw.esc(draw.place(pool['country']) if pool['country'] else 'no country')} · {draw.esc(pool['category'] or 'no category')} · {pool['m']} images")
 previous, following = browse.neighbours(ids, prompt_id)
 link_filter = context.filter_params(flt)
 nav = st.columns(3)
@@ -96,11 +96,16 @@ if sel.judges:
 st.subheader("Every gate's decision")
 st.caption("A gate acts only when its orders or judges agree; otherwise it abstains and returns nothing.")
 decisions = browse.gate_decisions(data, sel.picks(), row)
-decisions["acts"] = decisions["acts"].map({True: "acts", False: "abstains"})
 thumbs = {cid: draw.data_uri(paths.get(cid), 64, ratings.loc[cid, "generator"]) for cid in candidate_ids}
-decisions.insert(2, "image", decisions["candidate_id"].map(thumbs))
+images = [thumbs[c] if acts else draw.abstain_uri(64) for c, acts in zip(decisions["candidate_id"], decisions["acts"])]
+abstains = ~decisions["acts"]
+decisions = draw.table(decisions.assign(
+    acts=decisions["acts"].map({True: "acts", False: "abstains"}),
+    candidate_id=decisions["candidate_id"].mask(abstains, "abstains"),
+    generator=decisions["generator"].mask(abstains, "abstains")))
+decisions.insert(2, "returned image", images)
 st.dataframe(decisions, hide_index=True, width="stretch",
-             column_config={"image": st.column_config.ImageColumn("returned image")})
+             column_config={"returned image": st.column_config.ImageColumn("returned image")})
 
 if context.bound(st.toggle, "Show each call's raw output and parse status", "raw", False):
     for call in calls.itertuples():

@@ -145,6 +145,17 @@ def data_uri(path: str | None, size: int, placeholder: str = "") -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
+@st.cache_data(max_entries=8, show_spinner=False)
+def abstain_uri(size: int) -> str:
+    """A size × size tile saying "abstains", as a PNG data URI: the image cell of a policy that returns nothing."""
+    canvas = Image.new("RGB", (size, size), "#f4f4f4")
+    font = ImageFont.load_default(size=max(9, size // 6))
+    ImageDraw.Draw(canvas).text((size / 2, size / 2), "abstains", fill="#555555", font=font, anchor="mm")
+    buffer = io.BytesIO()
+    canvas.save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
 def grid_image(path: str | None, candidate_id: str) -> str | None:
     """The file a grid tile draws for a candidate: its thumbnail beside the selected database
     (made now when missing or older than the image), else the image itself when no

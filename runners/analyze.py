@@ -87,7 +87,9 @@ def write_result(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runners.analyze", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m runners.analyze", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--db", required=True, help="DuckDB store")
     parser.add_argument("--dataset", required=True, help="dataset id in the store")
     parser.add_argument("--out", required=True, type=Path, help="directory for summary.json and the CSV tables")

@@ -4,6 +4,7 @@ the checks on them, the config they record, and the hf and openai backends built
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -62,9 +63,23 @@ def recorded_config(args: argparse.Namespace) -> dict:
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in UNRECORDED_FLAGS}
 
 
+def require_model_extras(backend: str, modules: Sequence[str]) -> None:
+    """InputError naming the missing packages and the install command when `backend` needs
+    modules this environment lacks (the app's set-up installs no torch)."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise InputError(
+            f"the {backend} backend needs {', '.join(missing)}, which this environment lacks; install the model "
+            "extras with `.venv/bin/python -m pip install -r requirements-models.txt` (torch installs from "
+            "this machine's disk, about 5.5 GB)",
+            field="--backend",
+        )
+
+
 def model_backend(args: argparse.Namespace) -> SelectorBackend:
     """The hf or openai backend the flags ask for (its heavy imports only then); it serves selectors and raters."""
     if args.backend == "hf":
+        require_model_extras("hf", ("torch", "transformers"))
         from runners.backends.hf import HFSelector
 
         return HFSelector(

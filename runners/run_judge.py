@@ -43,7 +43,15 @@ def make_backend(args: argparse.Namespace) -> SelectorBackend:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m runners.run_judge", description=__doc__.split("\n\n")[0])
+    from runners.backends.simulated import profile_descriptions
+
+    profiles = "\n".join(f"  {name}: {text}" for name, text in profile_descriptions("selectors").items())
+    parser = argparse.ArgumentParser(
+        prog="python -m runners.run_judge",
+        description=__doc__.split("\n\n")[0],
+        epilog=f"simulated judge profiles (--backend simulated --model NAME):\n{profiles}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     backend_args.add_target_arguments(parser, judge_help="name to record this judge under")
     parser.add_argument("--orders", type=int, default=3, help="presentation orders per prompt (default 3)")
     parser.add_argument("--contract", choices=CONTRACTS, default="ranking", help="output contract (default ranking)")

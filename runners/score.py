@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from audit_core import store
 from audit_core.errors import InputError
+from runners import backend_args
 from runners.backends.base import ScorerBackend
 from runners.command import run_job
 from runners.database import DatabaseFile
@@ -37,6 +38,7 @@ def make_backend(args: argparse.Namespace) -> ScorerBackend:
             return simulated_scorer(args.model)
         except ValueError as err:
             raise InputError(str(err), field="--model") from None
+    backend_args.require_model_extras("clip", ("torch", "open_clip"))
     from runners.backends.clip import ClipScorer
 
     return ClipScorer(args.model, pretrained=args.pretrained, device=args.device, batch_size=args.batch_size)

@@ -307,3 +307,90 @@ def test_detail_without_prompt_opens_the_filters_first_pool_and_names_it(db, dat
     at = open_page(db, "detail")
     assert at.text_input(key="prompt").value == first
     assert at.query_params["prompt"] == first  # the link names the pool even when it is the default
+
+
+# ------------------------------------------------------------ links that name what does not exist, readable cells
+
+
+@pytest.mark.parametrize(
+    ("page", "key", "extra"),
+    [
+        ("overview", "judge", {}),
+        ("explorer", "outcome", {}),
+        ("detail", "outcome", {"prompt": "p003"}),
+        ("gates", "gate", {}),
+        ("judges", "slice", {}),
+        ("overview", "dataset", {}),
+        ("judges", "page", {}),
+    ],
+)
+def test_a_link_naming_a_value_that_does_not_exist_says_so_and_shows_the_default(db, page, key, extra):
+    hostile = "no<b>such</b>*"
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update({"db": db, "page": page, **extra, key: hostile})
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    (warning,) = [w.value for w in at.warning if "does not exist" in w.value]
+    assert f"`{key}`" in warning and f"`{hostile}`" in warning  # a code span: shown literally
+    assert at.title[0].value  # the page still draws, with the default in place of the refused value
+    if key == "judge":
+        assert at.sidebar.selectbox(key="judge").value == "alpha" and "showing `alpha` instead" in warning
+    if key == "gate":
+        assert at.selectbox(key="gate").value == "alpha agree>=2/3"
+    if key == "page":
+        assert at.title[0].value == "Judge comparison" and at.query_params["page"] == "judges"
+
+
+def test_a_valid_link_shows_no_warning_and_a_refusal_is_not_repeated(db):
+    at = open_page(db, "gates", gate="beta agree>=3/3", judge="beta")
+    assert not [w for w in at.warning if "does not exist" in w.value]
+    at = open_page(db, "gates", gate="nosuch")
+    assert [w for w in at.warning if "`nosuch`" in w.value]
+    at.selectbox(key="gate").set_value("beta agree>=3/3").run()
+    assert not [w for w in at.warning if "does not exist" in w.value]
+
+
+SHOWN_BADLY = ("None", "nan", "NaN", "<NA>", "-0.00", "-0%")
+
+
+def _bad_cells(at: AppTest) -> list[str]:
+    """Every dataframe cell, header and metric of the page that shows a missing value or a negative zero."""
+    found = []
+    for frame in at.dataframe:
+        shown = frame.value.reset_index()
+        cells = [str(c) for c in shown.columns] + [str(v) for col in shown.columns for v in shown[col]]
+        found += [c for c in cells if any(b in c.split() or c.startswith(b) for b in SHOWN_BADLY) or c == "-0"]
+    for metric in at.metric:
+        found += [v for v in (metric.label, metric.value) if any(b in v for b in SHOWN_BADLY)]
+    return found
+
+
+@pytest.mark.parametrize("page", ["overview", "explorer", "detail", "judges", "gates", "findings", "alignment"])
+def test_no_table_or_card_shows_none_nan_or_negative_zero(db, page):
+    at = open_page(db, page, **({"prompt": "p003"} if page == "detail" else {}))
+    assert not _bad_cells(at)
+
+
+def test_judge_comparison_tables_speak_words_and_percentages(db, data):
+    at = open_page(db, "judges")
+    calls = at.dataframe[0].value
+    assert not [c for c in calls.columns if "_" in c]
+    judges = audit(data, resamples=10_000, seed=0).judges.set_index("judge")
+    assert list(calls["picks slot A"]) == [f"{judges.loc[j, 'first_slot']:.0%}" for j in ("alpha", "beta")]
+    for frame in at.dataframe:
+        assert not [c for c in frame.value.columns if "_" in str(c)], list(frame.value.columns)
+
+
+def test_country_names_are_shown_as_written(tmp_path):
+    db = build_app_db(tmp_path / "c.duckdb", tmp_path / "img", images=False)
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE prompts SET country = 'South_Africa' WHERE country = 'Japan'")
+    con.close()
+    at = open_page(str(db), "judges")
+    by_country = next(d.value for d in at.dataframe if "country" in d.value.columns)
+    assert "South Africa" in list(by_country["country"])
+    at = open_page(str(db), "explorer", country="South_Africa")  # links keep the stored value
+    assert at.multiselect(key="country").value == ["South_Africa"]
+    assert "South_Africa" not in " ".join(texts(at)) and any("South Africa" in t for t in texts(at))
+    at = open_page(str(db), "detail", prompt="p001")
+    assert "South_Africa" not in " ".join(texts(at))

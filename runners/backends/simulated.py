@@ -35,6 +35,12 @@ def _profiles() -> tuple[dict, str]:
     return json.loads(data), hashlib.sha256(data).hexdigest()
 
 
+def profile_descriptions(section: str) -> dict[str, str]:
+    """Profile name -> its description, for one section ("selectors" or "scorers") of the profile file."""
+    profiles, _ = _profiles()
+    return {name: str(spec.get("description", "")) for name, spec in sorted(profiles[section].items())}
+
+
 def _profile(section: str, name: str) -> dict:
     profiles, _ = _profiles()
     known = profiles[section]
