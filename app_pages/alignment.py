@@ -127,21 +127,18 @@ else:
     wilcoxon = result.wilcoxon[result.wilcoxon["judge"] == judge]
     if not wilcoxon.empty:
         with st.expander(f"Paired Wilcoxon tests of {draw.esc(judge)}'s per-item absolute error"):
-            st.dataframe(wilcoxon, hide_index=True, width="stretch")
+            st.dataframe(draw.table(wilcoxon), hide_index=True, width="stretch")
             st.caption("Between two pools under one condition, and between two conditions against one pool.")
 
 # --- the reference pools themselves
 st.subheader("Reference pools")
 cols = st.columns(2)
 cols[0].markdown("**Reliability within each pool** (Krippendorff's alpha)")
-three_places = st.column_config.NumberColumn(format="%.3f")
-cols[0].dataframe(result.reliability, hide_index=True, width="stretch",
-                  column_config={"alpha_ordinal": three_places, "alpha_interval": three_places})
+cols[0].dataframe(draw.table(result.reliability), hide_index=True, width="stretch")
 cols[1].markdown("**Agreement between pools** (consensus values)")
 agreement = result.pool_agreement.assign(
-    pearson=[draw.number(v, missing=draw.UNDEFINED) for v in result.pool_agreement["pearson"]],
-    mean_abs_diff=[draw.number(v) for v in result.pool_agreement["mean_abs_diff"]])
-cols[1].dataframe(agreement, hide_index=True, width="stretch")
+    pearson=[draw.number(v, missing=draw.UNDEFINED) for v in result.pool_agreement["pearson"]])
+cols[1].dataframe(draw.table(agreement), hide_index=True, width="stretch")
 
 # --- one item
 st.subheader("One item")
@@ -165,12 +162,12 @@ attributes = [f"{draw.esc(k)}: {draw.esc(v)}" for k, v in item.drop(["candidate_
 right.caption(" · ".join([f"prompt {draw.esc(item['prompt_id'])}", *attributes]))
 right.markdown("**Each pool's consensus and votes**")
 votes = detail["votes"].groupby("pool")["value"].agg(lambda v: ", ".join(f"{x:g}" for x in v))
-right.dataframe(detail["consensus"].assign(values=detail["consensus"]["pool"].map(votes)), hide_index=True,
-                width="stretch", column_config={"consensus": st.column_config.NumberColumn(format="%.2f")})
+right.dataframe(draw.table(detail["consensus"].assign(values=detail["consensus"]["pool"].map(votes))), hide_index=True,
+                width="stretch")
 st.markdown("**Each judge and condition's rating**, with its absolute error against each pool")
-errors = [c for c in detail["ratings"].columns if c.startswith("error_")]
-st.dataframe(detail["ratings"].drop(columns=["raw_output", "attempts", "seconds"]), hide_index=True, width="stretch",
-             column_config={c: st.column_config.NumberColumn(format="%.2f") for c in errors})
+errors = {c: f"error vs {c.removeprefix('error_')}" for c in detail["ratings"].columns if c.startswith("error_")}
+st.dataframe(draw.table(detail["ratings"].drop(columns=["raw_output", "attempts", "seconds"]).rename(columns=errors)),
+             hide_index=True, width="stretch")
 st.markdown("**Raw outputs**, as recorded")
 for r in detail["ratings"].itertuples():
     st.caption(f"{draw.esc(r.judge)} · {draw.esc(r.condition)} · {draw.esc(r.status)}")

@@ -32,7 +32,7 @@ for card, side in zip(cards, ("kept", "rejected")):
     if side not in both.index:
         continue
     g = both.loc[side]
-    card.metric(f"{draw.SIDES[side]}: {int(g['n']):,} prompts ({draw.percent(g['coverage'])})",
+    card.metric(f"{draw.SIDES[side].capitalize()}: {int(g['n']):,} prompts ({draw.percent(g['coverage'])})",
                 f"gain {draw.interval(g['gain'], g['gain_lo'], g['gain_hi'], signed=True)}",
                 help="Gain over random of the judge's own pick on these prompts; a dash when there are none.")
     card.caption(f"regret {draw.number(g['regret'])} vs random {draw.number(g['random_regret'])} and ungated judge "

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -288,7 +289,6 @@ def forest(frame: pd.DataFrame, label: str, value: str, title: str, x_title: str
     return layout(fig, title, x_title, "", height=max(300, 28 * len(ordered) + 120))
 
 
-
 MISSING = "—"  # what a table or card shows for a value that does not exist: never None, nan or -0
 
 
@@ -352,14 +352,19 @@ def p_value(p: object) -> str:
 
 
 def text(value: object) -> str:
-    """A cell as text: yes/no for a flag, a dash for a missing value, snake_case kinds in words."""
+    """A cell as text: yes/no for a flag, two decimals for a fraction, a dash for a missing value."""
     if _absent(value):
         return MISSING
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
     if isinstance(value, float):
         return number(value)
     return str(value)
+
+
+def three_places(value: object) -> str:
+    """Three decimals (a reliability coefficient), or a dash; never -0.000."""
+    return MISSING if _absent(value) else f"{round(float(value), 3) + 0.0:.3f}"
 
 
 def signed(value: object) -> str:
@@ -416,6 +421,14 @@ COLUMNS: dict[str, Column] = {
     "share": Column("share", percent), "uniform": Column("uniform share", percent),
     "source_model": Column("generator"), "generator": Column("generator"), "country": Column("country", place),
     "alignment": Column("alignment", number),
+    # rating judges (alignment page)
+    "alpha_ordinal": Column("α ordinal", three_places), "alpha_interval": Column("α interval", three_places),
+    "n_items": Column("items", count), "n_annotators": Column("annotators", count), "n_nonzero": Column("nonzero", count),
+    "pool_a": Column("first pool"), "pool_b": Column("second pool"), "condition_a": Column("first condition"),
+    "condition_b": Column("second condition"), "pearson": Column("Pearson r", number),
+    "mean_abs_diff": Column("mean |difference|", number), "mean_diff": Column("mean difference", signed),
+    "statistic": Column("W", number), "p_value": Column("p", p_value), "consensus": Column("consensus", number),
+    "votes": Column("votes", count), "rating": Column("rating", number), "parse_note": Column("parse note"),
 }
 
 
@@ -464,20 +477,6 @@ def slot_chart(positions: pd.DataFrame, colours: Mapping[str, str]) -> go.Figure
                              marker={"symbol": "line-ew", "size": 40, "line": {"width": 3, "color": "black"}}))
     fig.update_yaxes(tickformat=".0%")
     return layout(fig, "Which slot each judge picks", "slot (A = shown first)", "share of valid calls")
-
-
-def group_chart(groups: pd.DataFrame, policies: Sequence[str], colours: Mapping[str, str]) -> go.Figure:
-    """Mean regret per country for random and each judge, with 95% intervals."""
-    fig = go.Figure()
-    for policy in policies:
-        part = groups[groups["policy"] == policy]
-        fig.add_trace(go.Bar(
-            x=plain(part["country"].map(place)), y=part["regret"], name=plain(policy),
-            marker_color=colours.get(policy, RANDOM_COLOUR),
-            error_y={"type": "data", "symmetric": False, "array": (part["regret_hi"] - part["regret"]).clip(lower=0),
-                     "arrayminus": (part["regret"] - part["regret_lo"]).clip(lower=0)},
-        ))
-    return layout(fig, "Regret by country", "country", "mean regret (best − picked alignment)")
 
 
 def gate_chart(gates: pd.DataFrame) -> go.Figure:

@@ -67,7 +67,7 @@ WEIGHT_BLOCK = 50_000_000  # elements of the (b × n) weight chunk
 DRAW_BLOCK = 65_536  # elements of one index matrix turned into counts (cache-sized)
 FLOAT32_ABOVE = 20_000  # prompts above which sums run in float32 (error ≪ bootstrap noise)
 WORKERS = min(4, os.cpu_count() or 1)  # threads drawing independent generators' resamples at once
-EXACT_DRAWS_UP_TO = 1_000  # fixed-n statistics over at most this many values get the study's index draws
+EXACT_DRAWS_UP_TO = 1_000  # fixed-n statistics over at most this many values get the study's (300 prompts) draws
 SNAP = 1e-9  # values closer than this (relative to their magnitude) are one lattice point: float noise
 LATTICE_POINTS = 4_096  # most lattice points G + 1 a statistic's values may need for the lattice path
 LATTICE_DIVISORS = 64  # lattice steps tried: the smallest gap between distinct values over 1..this
@@ -139,17 +139,16 @@ def _drawn_means(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np.
 
 def lattice_of(values: np.ndarray) -> Lattice | None:
     """The lattice origin + step·m (m = 0..G, G < LATTICE_POINTS) holding every value within
-    SNAP × max(1, |value|), or None (also for a non-finite value). See `_lattice`."""
+    tol = SNAP × max(1, |value|), or None (also for a non-finite value).
+
+    origin is the smallest value; step is the smallest gap between values more than tol
+    apart divided by the smallest q ≤ LATTICE_DIVISORS that puts every value on the lattice.
+    """
     return _lattice(*np.unique(values, return_counts=True))
 
 
 def _lattice(distinct: np.ndarray, counts: np.ndarray) -> Lattice | None:
-    """`lattice_of` the values `distinct` (ascending), counts[i] of them at distinct[i].
-
-    origin is the smallest value; step is the smallest gap between values more than the
-    tolerance apart divided by the smallest q ≤ LATTICE_DIVISORS that puts every value on
-    the lattice.
-    """
+    """`lattice_of` the values `distinct` (ascending), counts[i] of them at distinct[i]."""
     if not (np.isfinite(distinct[0]) and np.isfinite(distinct[-1])) or len(distinct) > LATTICE_POINTS:
         return None
     tol = SNAP * max(1.0, abs(distinct[0]), abs(distinct[-1]))
@@ -195,7 +194,7 @@ def _sum_window(p: np.ndarray, n: int) -> tuple[int, int]:
     t = a + np.sqrt(a * a + 2 * log_odds * n * var)
     if n * g + 1 <= 2 * t + 2:
         return 0, n * g + 1
-    return int(np.floor(n * mu - t)), int(np.ceil(2 * t)) + 2
+    return max(0, int(np.floor(n * mu - t))), int(np.ceil(2 * t)) + 2
 
 
 def lattice_sum_distribution(p: np.ndarray, n: int) -> tuple[int, np.ndarray]:

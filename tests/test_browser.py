@@ -129,3 +129,18 @@ def test_clicking_a_pool_opens_its_detail_with_the_filter_in_the_url(server, bro
     assert "prompt=p003" in browser.current_url and "outcome=flip" in browser.current_url
     assert "in the explorer's current filter" in text
     browser.save_screenshot(str(ARTIFACTS / "detail_after_click.png"))
+
+
+def test_a_link_naming_a_gate_that_does_not_exist_warns_and_shows_the_default(server, browser):
+    from urllib.parse import quote
+
+    from selenium.webdriver.common.by import By
+
+    browser.get(server + "/gates?page=gates&gate=" + quote("no<b>such</b> gate"))
+    text = _wait_rendered(browser, ["Gate lab", "does not exist here", "Kept (the gate acts)"])
+    alerts = [a.text for a in browser.find_elements(By.CSS_SELECTOR, '[data-testid="stAlert"]')]
+    assert any("gate" in a and "no<b>such</b> gate" in a and "alpha agree>=2/3" in a for a in alerts), alerts
+    assert not browser.find_elements(By.XPATH, "//b[text()='such']")  # shown as text, not markup
+    assert "gate=" not in browser.current_url  # the default gate leaves the link clean
+    assert "alpha agree>=2/3" in text
+    browser.save_screenshot(str(ARTIFACTS / "gate_that_does_not_exist.png"))
