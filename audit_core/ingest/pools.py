@@ -542,14 +542,7 @@ def write_imported_run(
         return claimed
     config = {"source_file": str(run.source_file), "source_sha256": source_sha, **run.config}
     now = _record_import_run(con, dataset_id, run_id, run.judge, run.kind, config, backend=run.backend, model=run.model)
-    calls = run.calls.copy()
-    calls["run_id"] = run_id
-    calls["created_at"] = now
-    calls["request_key"] = [
-        hashlib.sha256(f"{run_id}|{p}|{o}".encode()).hexdigest()
-        for p, o in zip(calls["prompt_id"], calls["order_index"])
-    ]
-    store.insert_frame(con, "calls", calls)
+    store.insert_frame(con, "calls", _stamped(run.calls, run_id, now, ("prompt_id", "order_index")))
     return claimed or "created"
 
 
@@ -597,14 +590,21 @@ def write_imported_ratings(
     config = {"source_file": str(imported.source_file), "source_sha256": source_sha,
               "outcome": imported.outcome, "scale": list(imported.scale)}
     now = _record_import_run(con, dataset_id, run_id, imported.judge, "rater", config)
-    calls = imported.calls.copy()
-    calls["run_id"] = run_id
-    calls["created_at"] = now
-    calls["request_key"] = [
-        hashlib.sha256(f"{run_id}|{c}|{k}".encode()).hexdigest() for c, k in zip(calls["candidate_id"], calls["condition"])
-    ]
-    store.insert_frame(con, "rating_calls", calls)
+    store.insert_frame(con, "rating_calls", _stamped(imported.calls, run_id, now, ("candidate_id", "condition")))
     return claimed or "created"
+
+
+def _stamped(calls: pd.DataFrame, run_id: str, now: object, key_columns: tuple[str, str]) -> pd.DataFrame:
+    """A copy of imported `calls` with run_id, created_at and request_key = sha256("run_id|a|b")
+    over the two columns that identify a call within its run."""
+    out = calls.copy()
+    out["run_id"] = run_id
+    out["created_at"] = now
+    first, second = key_columns
+    out["request_key"] = [
+        hashlib.sha256(f"{run_id}|{a}|{b}".encode()).hexdigest() for a, b in zip(out[first], out[second])
+    ]
+    return out
 
 
 def write_dataset(

@@ -386,7 +386,7 @@ def read_decisions_table(path: str | Path, judge: str) -> ImportedRun:
         raw = row.text("raw_output")
         status = row.text("status", id_like=True)
         if status is None:
-            status = "ok" if chosen is not None else "parse_fail" if raw is not None else "runtime_fail"
+            status = _default_status(chosen is not None, raw)
         elif status not in CALL_STATUSES:
             row.fail("status", f"{status!r} is not one of {', '.join(CALL_STATUSES)}")
         if status in CHOSEN_STATUSES and chosen is None:
@@ -411,6 +411,12 @@ def read_decisions_table(path: str | Path, judge: str) -> ImportedRun:
     if not calls:
         raise InputError("no calls found", file=path)
     return ImportedRun(judge=judge, source_file=str(path), calls=pd.DataFrame(calls))
+
+
+def _default_status(answered: bool, raw_output: str | None) -> str:
+    """A recorded call's status when its table gives none: 'ok' when it answered, else
+    'parse_fail' when it left text, else 'runtime_fail' (an abstention is never guessed)."""
+    return "ok" if answered else "parse_fail" if raw_output is not None else "runtime_fail"
 
 
 def read_scores_table(path: str | Path, scorer: str) -> ImportedScores:
@@ -446,7 +452,7 @@ def read_ratings_table(
         raw = row.text("raw_output")
         status = row.text("status", id_like=True)
         if status is None:  # an abstention is never guessed: 'abstained' must be written out
-            status = "ok" if rating is not None else "parse_fail" if raw is not None else "runtime_fail"
+            status = _default_status(rating is not None, raw)
         calls.append(
             {
                 "line": line,
