@@ -25,11 +25,11 @@ from PIL import Image, ImageDraw, ImageFont
 from app_ui import context
 from app_ui.context import Selection
 from audit_core import thumbnails
+from findings import colours
 
-# Okabe–Ito colours: distinguishable for colour-blind readers.
-PALETTE: tuple[str, ...] = ("#E69F00", "#0072B2", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000")
-RANDOM_COLOUR = "#888888"
-STAR_COLOUR = "#FFC20A"
+PALETTE = colours.NAME_PALETTE
+RANDOM_COLOUR = colours.RANDOM
+STAR_COLOUR = colours.STAR
 FRAME = 5  # pixels of frame per judge
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~$:=^&\"'])")
 
@@ -46,8 +46,8 @@ def place(name: object) -> str:
 
 
 def judge_colours(judges: Sequence[str]) -> dict[str, str]:
-    """A stable colour per judge (by position in the sorted judge list)."""
-    return {j: PALETTE[i % len(PALETTE)] for i, j in enumerate(sorted(judges))}
+    """A colour per judge (or scorer), the same on every page and dataset (`findings.colours`)."""
+    return colours.name_colours(judges)
 
 
 def header(title: str, sel: Selection, what: str, focus: bool = True) -> None:
