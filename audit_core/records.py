@@ -130,3 +130,59 @@ class RatingCallRecord:
     seconds: float | None = None
     input_json: str | None = None
     created_at: dt.datetime = field(default_factory=utc_now)
+
+
+@dataclass(frozen=True)
+class TaxonomyRecord:
+    """The taxonomy a dataset's gold labels were validated against (`audit_core.taxonomy`)."""
+
+    dataset_id: str
+    name: str
+    version: str
+    sha256: str
+    taxonomy_json: str
+
+
+@dataclass(frozen=True)
+class GoldLabelRecord:
+    dataset_id: str
+    candidate_id: str
+    attribute: str
+    label: str
+
+
+@dataclass(frozen=True)
+class LabelCallRecord:
+    """One attribute-judge call: one image under one condition, answering every attribute at once.
+
+    status: 'ok' when the text was JSON with exactly the taxonomy's keys (each field then has its
+    own answer status), 'parse_fail' otherwise, 'runtime_fail' when the backend raised.
+    """
+
+    run_id: str
+    candidate_id: str
+    condition: str
+    status: str
+    request_key: str
+    raw_output: str | None = None
+    parse_note: str | None = None
+    attempts: int = 1
+    seconds: float | None = None
+    input_json: str | None = None
+    created_at: dt.datetime = field(default_factory=utc_now)
+
+
+@dataclass(frozen=True)
+class LabelAnswerRecord:
+    """One field of a labeler call: status ok (label set), abstained (the abstention label),
+    off_taxonomy (a value outside the set: kept in `answer`, never coerced) or missing."""
+
+    run_id: str
+    request_key: str
+    candidate_id: str
+    condition: str
+    attribute: str
+    status: str
+    label: str | None = None
+    answer: str | None = None
+    rationale: str | None = None

@@ -14,7 +14,7 @@ OUTCOMES: tuple[str, ...] = (
 )
 ERROR_OUTCOMES: tuple[str, ...] = ("stereotype", "missing_explicit", "missing_implicit")
 CALL_STATUSES: tuple[str, ...] = ("ok", "recovered", "parse_fail", "runtime_fail")
-RUN_KINDS: tuple[str, ...] = ("selector", "scorer", "rater")
+RUN_KINDS: tuple[str, ...] = ("selector", "scorer", "rater", "labeler")
 
 # Scale [lo, hi] of each built-in outcome's rating values (means and votes alike):
 # error outcomes are rates of annotators flagging the error, the others mean
@@ -34,7 +34,12 @@ OUTCOME_SCALES: dict[str, tuple[float, float]] = {
 INTEGER_MAX = 2**31 - 1
 RATING_STATUSES: tuple[str, ...] = ("ok", "abstained", "parse_fail", "runtime_fail")
 # Tables whose rows belong to a run (through run_id): what deleting a judge or a dataset must clear.
-RUN_RECORD_TABLES: tuple[str, ...] = ("calls", "scores", "rating_calls")
+RUN_RECORD_TABLES: tuple[str, ...] = ("calls", "scores", "rating_calls", "label_calls", "label_answers")
+# An attribute judge's call answers every attribute of one image at once (DESIGN §4c); the call's
+# status says whether its text was JSON with exactly the taxonomy's keys, each answer's status what
+# that field held: a label of the set, the abstention label, a value off the taxonomy, or nothing.
+LABEL_CALL_STATUSES: tuple[str, ...] = ("ok", "parse_fail", "runtime_fail")
+LABEL_ANSWER_STATUSES: tuple[str, ...] = ("ok", "abstained", "off_taxonomy", "missing")
 
 SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS datasets (
@@ -151,5 +156,51 @@ CREATE TABLE IF NOT EXISTS rating_calls (
     input_json   VARCHAR,
     request_key  VARCHAR NOT NULL UNIQUE,
     created_at   TIMESTAMP NOT NULL
+);
+
+-- Attribute judges (DESIGN §4c). The taxonomy a dataset's gold labels were checked against,
+-- the gold labels, and each labeler call with one answer row per attribute. label is NULL
+-- unless status is 'ok'; answer keeps the field's value as given (off-taxonomy text included).
+CREATE TABLE IF NOT EXISTS taxonomies (
+    dataset_id    VARCHAR PRIMARY KEY,
+    name          VARCHAR NOT NULL,
+    version       VARCHAR NOT NULL,
+    sha256        VARCHAR NOT NULL,
+    taxonomy_json VARCHAR NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS gold_labels (
+    dataset_id   VARCHAR NOT NULL,
+    candidate_id VARCHAR NOT NULL,
+    attribute    VARCHAR NOT NULL,
+    label        VARCHAR NOT NULL,
+    PRIMARY KEY (dataset_id, candidate_id, attribute)
+);
+
+CREATE TABLE IF NOT EXISTS label_calls (
+    run_id       VARCHAR NOT NULL,
+    candidate_id VARCHAR NOT NULL,
+    condition    VARCHAR NOT NULL DEFAULT 'default',
+    status       VARCHAR NOT NULL,
+    raw_output   VARCHAR,
+    parse_note   VARCHAR,
+    attempts     INTEGER NOT NULL DEFAULT 1,
+    seconds      DOUBLE,
+    input_json   VARCHAR,
+    request_key  VARCHAR NOT NULL UNIQUE,
+    created_at   TIMESTAMP NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS label_answers (
+    run_id       VARCHAR NOT NULL,
+    request_key  VARCHAR NOT NULL,
+    candidate_id VARCHAR NOT NULL,
+    condition    VARCHAR NOT NULL DEFAULT 'default',
+    attribute    VARCHAR NOT NULL,
+    status       VARCHAR NOT NULL,
+    label        VARCHAR,
+    answer       VARCHAR,
+    rationale    VARCHAR,
+    PRIMARY KEY (request_key, attribute)
 );
 """

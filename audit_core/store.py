@@ -242,7 +242,8 @@ def delete_dataset(con: duckdb.DuckDBPyConnection, dataset_id: str) -> None:
     run_ids = "SELECT run_id FROM runs WHERE dataset_id = ?"
     for table in RUN_RECORD_TABLES:
         con.execute(f"DELETE FROM {table} WHERE run_id IN ({run_ids})", [dataset_id])
-    for table in ("runs", "candidate_attributes", "votes", "ratings", "candidates", "prompts", "datasets"):
+    for table in ("runs", "gold_labels", "taxonomies", "candidate_attributes", "votes", "ratings", "candidates", "prompts",
+                  "datasets"):
         con.execute(f"DELETE FROM {table} WHERE dataset_id = ?", [dataset_id])
 
 
