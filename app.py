@@ -5,7 +5,7 @@
 sidebar picks the database (only those allowed when the app was started, see
 `app_ui.allowed`), dataset and focus judge; every page keeps its view in the URL,
 so a link restores it. A link to the app's root may name its page as
-`?page=explorer` (or detail, judges, gates, alignment, findings).
+`?page=explorer` (or detail, judges, gates, alignment, attributes, findings).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ PAGES: dict[str, tuple[str, str, str]] = {
     "judges": ("app_pages/judges.py", "Judge comparison", ":material/compare:"),
     "gates": ("app_pages/gates.py", "Gate lab", ":material/filter_alt:"),
     "alignment": ("app_pages/alignment.py", "Alignment", ":material/balance:"),
+    "attributes": ("app_pages/attributes.py", "Attributes", ":material/label:"),
     "findings": ("app_pages/findings.py", "Findings", ":material/description:"),
 }
 

@@ -6,6 +6,7 @@ judge, condition and item group, each pool's MAE, Pearson r and quadratic kappa
 side by side, the tilt between pools (Δ, T), the rating distribution next to the
 pools' (a positivity floor shows at once), breakdowns by item group and anchors,
 each pool's reliability, and one item with every vote, rating and raw output.
+Each rating judge is drawn in its own colour (`findings.colours`), pools in greys.
 All numbers come from `audit_core.rating_audit`.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_ui import context, draw
+from app_ui import context, draw, glance, rubric_views
 from audit_core.rating_audit import item_detail, rating_distribution
 
 NO_DATA = (
@@ -78,8 +79,7 @@ else:
                      f"{draw.percent(c['pool_floor_share'])} of the pool's consensus; it rates "
                      f"{draw.percent(c['floor_recovery'])} of the pool's floor items there")
     st.markdown(f"**Every condition of {draw.esc(judge)}**, pools side by side (group {draw.esc(group)})")
-    st.dataframe(draw.pools_side_by_side(judge_rows[judge_rows["group"] == group], "condition"), hide_index=True,
-                 width="stretch")
+    glance.frame(draw.pools_side_by_side(judge_rows[judge_rows["group"] == group], "condition"))
 
     # --- tilt between pools
     tilt = result.tilt[result.tilt["group"] == group].assign(
@@ -98,8 +98,11 @@ else:
         t_text = draw.interval(t["tilt"], t["tilt_lo"], t["tilt_hi"], signed=True, missing=draw.UNDEFINED)
         cards[1].metric(f"T ({draw.esc(pair)})", t_text,
                         help=f"Over {int(t['n_tilt'])} rated items where the pools differ.")
-        draw.chart(draw.forest(shown, "rater", "tilt", f"Normalised tilt T, {draw.plain(pair)}",
-                               "T (+1: first pool's consensus, −1: second's)"),
+        tilts = draw.forest(shown, "rater", "tilt", f"Normalised tilt T, {draw.plain(pair)}",
+                            "T (+1: first pool's consensus, −1: second's)", colour="judge")
+        for name in shown["judge"].unique():  # each rating judge in its own colour
+            tilts.update_traces(marker_color=colours[name], selector={"name": draw.plain(name)})
+        draw.chart(tilts,
                    "Every judge and condition, with 95% intervals (item-level bootstrap); a rater that rated no "
                    "item where the pools differ is left out.")
 
@@ -122,23 +125,23 @@ else:
     if not by_group.empty:
         by_group = by_group.assign(pair=by_group["pool_a"] + " vs " + by_group["pool_b"])
         draw.chart(draw.group_bars(by_group, "pair", "tilt", "n_tilt", "Tilt T by item group", "T",
-                                   dict.fromkeys(by_group["pair"], draw.PALETTE[1])),
+                                   dict.fromkeys(by_group["pair"], colours[judge])),
                    "Groups without an item where the pools differ have no bar.")
     wilcoxon = result.wilcoxon[result.wilcoxon["judge"] == judge]
     if not wilcoxon.empty:
         with st.expander(f"Paired Wilcoxon tests of {draw.esc(judge)}'s per-item absolute error"):
-            st.dataframe(draw.table(wilcoxon), hide_index=True, width="stretch")
+            glance.frame(draw.table(wilcoxon))
             st.caption("Between two pools under one condition, and between two conditions against one pool.")
 
 # --- the reference pools themselves
 st.subheader("Reference pools")
 cols = st.columns(2)
 cols[0].markdown("**Reliability within each pool** (Krippendorff's alpha)")
-cols[0].dataframe(draw.table(result.reliability), hide_index=True, width="stretch")
+glance.frame(draw.table(result.reliability), cols[0])
 cols[1].markdown("**Agreement between pools** (consensus values)")
 agreement = result.pool_agreement.assign(
     pearson=[draw.number(v, missing=draw.UNDEFINED) for v in result.pool_agreement["pearson"]])
-cols[1].dataframe(draw.table(agreement), hide_index=True, width="stretch")
+glance.frame(draw.table(agreement), cols[1])
 
 # --- one item
 st.subheader("One item")
@@ -161,14 +164,16 @@ attributes = [f"{draw.esc(k)}: {draw.esc(v)}" for k, v in item.drop(["candidate_
               if isinstance(v, str)]
 right.caption(" · ".join([f"prompt {draw.esc(item['prompt_id'])}", *attributes]))
 right.markdown("**Each pool's consensus and votes**")
-votes = detail["votes"].groupby("pool")["value"].agg(lambda v: ", ".join(f"{x:g}" for x in v))
-right.dataframe(draw.table(detail["consensus"].assign(values=detail["consensus"]["pool"].map(votes))), hide_index=True,
-                width="stretch")
+votes = detail["votes"].groupby("pool")["value"].agg(lambda v: ", ".join(f"{x + 0.0:g}" for x in v))
+glance.frame(draw.table(detail["consensus"].assign(values=detail["consensus"]["pool"].map(votes))), right)
 st.markdown("**Each judge and condition's rating**, with its absolute error against each pool")
 errors = {c: f"error vs {c.removeprefix('error_')}" for c in detail["ratings"].columns if c.startswith("error_")}
-st.dataframe(draw.table(detail["ratings"].drop(columns=["raw_output", "attempts", "seconds"]).rename(columns=errors)),
-             hide_index=True, width="stretch")
+glance.frame(draw.table(detail["ratings"].drop(columns=["raw_output", "attempts", "seconds"]).rename(columns=errors)))
 st.markdown("**Raw outputs**, as recorded")
 for r in detail["ratings"].itertuples():
     st.caption(f"{draw.esc(r.judge)} · {draw.esc(r.condition)} · {draw.esc(r.status)}")
     st.code(r.raw_output if isinstance(r.raw_output, str) else "(no output recorded)", language=None, wrap_lines=True)
+
+# --- the rubric beside content scorers on the same images (the judge and condition chosen above, if any)
+compared = data.raters and not result.alignment.empty
+rubric_views.rubric_vs_scorer_section(sel, judge if compared else None, condition if compared else None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_ui import context, draw
+from app_ui import context, draw, glance
 from audit_core import browse
 
 CELL = 150
@@ -59,7 +59,7 @@ m = int(pool["m"])
 candidate_ids = list(data.candidate_ids[row, :m])
 calls, votes = sel.pool_records(prompt_id, candidate_ids)
 ratings = browse.candidate_table(data, row, votes).set_index("candidate_id")
-colours = draw.judge_colours(sel.judges)
+colours = glance.name_colours(sel)
 marks = browse.judge_marks(sel.judges)
 st.subheader("What each judge saw and returned")
 draw.legend(sel.judges, colours, marks)
@@ -84,13 +84,16 @@ for _, arrangement in grid.groupby("arrangement"):
 
 st.subheader("Held-out ratings")
 st.caption("Mean rating per outcome (errors: share of annotators flagging it), individual alignment votes, content scores.")
-st.dataframe(ratings.reset_index(), hide_index=True, width="stretch")
+glance.frame(draw.table(ratings.rename(columns={"best": "best_rated"}), index=True))
 
 st.subheader("What each judge's order-0 pick cost")
 st.caption("Regret = best − picked alignment; gain = picked − pool mean (random); below mean = gain < 0.")
 if sel.judges:
-    st.dataframe(browse.pool_outcomes({j: sel.outcomes(j) for j in sel.judges}, row), width="stretch")
-    st.dataframe(browse.choices_by_order(calls), width="stretch")
+    costs = browse.pool_outcomes({j: sel.outcomes(j) for j in sel.judges}, row).rename_axis("judge").rename(columns={
+        "pick_id": "picked_image", "best": "picks_the_best", "agreement": "order_agreement",
+        "parse_fail": "a_call_failed", "flip": "orders_flip"})
+    glance.frame(draw.table(costs, index=True))
+    glance.frame(draw.table(browse.choices_by_order(calls), index=True))
     st.caption("Choices by order: the slot each call named and the image behind it, or the call's failure status.")
 
 st.subheader("Every gate's decision")
@@ -104,7 +107,7 @@ decisions = draw.table(decisions.assign(
     candidate_id=decisions["candidate_id"].mask(abstains, "abstains"),
     generator=decisions["generator"].mask(abstains, "abstains")))
 decisions.insert(2, "returned image", images)
-st.dataframe(decisions, hide_index=True, width="stretch",
+glance.frame(decisions,
              column_config={"returned image": st.column_config.ImageColumn("returned image")})
 
 if context.bound(st.toggle, "Show each call's raw output and parse status", "raw", False):

@@ -1,7 +1,8 @@
 """Prompt explorer: which pools did the judge get wrong, and what did it see?
 
 Filter by country, category, generator, prompt text and outcome of the focus
-judge; sort by regret, gain or rating range; page through the matching pools.
+judge; sort by regret, gain or rating range; page through the matching pools. The view
+lives in the URL, and comes back when the page is reopened from the sidebar.
 Each pool shows its candidates in canonical order, framed in the colour of each
 judge whose order-0 pick it is, the best-rated starred, mean alignment below.
 """
@@ -10,13 +11,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_ui import context, draw
+from app_ui import context, draw, glance
 from audit_core import browse
 
 PAGE_SIZES = (10, 20, 50)
 THUMB = 112
+VIEW = ("country", "category", "generator", "q", "outcome", "sort", "desc", "per", "pg")  # its URL parameters
 
 sel = context.selection("explorer")
+context.restore_view("explorer", VIEW)
 draw.header(
     "Prompt explorer",
     sel,
@@ -73,13 +76,14 @@ count, pager = st.columns([3, 1])
 count.markdown(f"**{len(matches):,}** of {len(outcomes):,} pools match · sorted by {browse.SORT_KEYS[sort]}")
 page = pager.number_input(f"Page (of {n_pages})", min_value=1, max_value=n_pages, step=1, key="pg")
 context.publish("pg", page, 1)
+context.remember_view("explorer", VIEW)
 start, stop, _ = browse.page_bounds(len(matches), page, page_size)
 if matches.empty:
     st.info("No pool matches this filter. Remove a condition to widen it.")
     st.stop()
 
 # --- the grid
-colours = draw.judge_colours(sel.judges)
+colours = glance.name_colours(sel)
 marks = browse.judge_marks(sel.judges)
 draw.legend(sel.judges, colours, marks)
 shown = matches.iloc[start:stop]

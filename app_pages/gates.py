@@ -2,15 +2,18 @@
 
 A gate acts only when orders (or judges, or judge and scorer) agree. Its value
 is judged on both sides: the prompts it keeps and the prompts it rejects, each
-next to random and to the ungated judge on the same prompts.
+next to random and to the ungated judge on the same prompts, and by the paired
+kept − rejected difference. Pick a standard gate, or compose one from conditions
+joined with AND/OR (`audit_core.gate_compose`; its text form is kept in the URL as
+`compose`). Both are marked in every chart; coverage stands beside every gate.
 """
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
+import pandas as pd
 import streamlit as st
 
-from app_ui import context, draw
+from app_ui import context, draw, gate_views
 
 sel = context.selection("gates")
 draw.header(
@@ -22,46 +25,50 @@ result = sel.audit()
 if result.gates.empty:
     st.info("No gate can be formed on this dataset: it needs several orders, several judges or a scorer.")
     st.stop()
-colours = draw.judge_colours(sel.judges)
+data = sel.data()
+colours = draw.judge_colours([*sel.judges, *data.scorers])
 
+# --- a standard gate
 names = list(dict.fromkeys(result.gates["gate"]))
-gate = context.bound(st.selectbox, "Gate", "gate", names[0], names)
-both = result.gates[result.gates["gate"] == gate].set_index("side")
-cards = st.columns(2)
-for card, side in zip(cards, ("kept", "rejected")):
-    if side not in both.index:
-        continue
-    g = both.loc[side]
-    card.metric(f"{draw.SIDES[side].capitalize()}: {int(g['n']):,} prompts ({draw.percent(g['coverage'])})",
-                f"gain {draw.interval(g['gain'], g['gain_lo'], g['gain_hi'], signed=True)}",
-                help="Gain over random of the judge's own pick on these prompts; a dash when there are none.")
-    card.caption(f"regret {draw.number(g['regret'])} vs random {draw.number(g['random_regret'])} and ungated judge "
-                 f"{draw.number(g['ungated_regret'])} · below mean {draw.percent(g['bmr'])} vs random "
-                 f"{draw.percent(g['bmr_random'])}")
+coverage = result.gates[result.gates["side"] == "kept"].set_index("gate")["coverage"]
+gate = context.bound(st.selectbox, "Gate", "gate", names[0], names,
+                     format_func=lambda g: gate_views.keeps(g, coverage.get(g)))
+gate_views.side_cards(result.gates[result.gates["gate"] == gate])
 
-draw.chart(draw.gate_chart(result.gates), "Every gate: gain over random on the prompts it keeps vs rejects; "
-           "diamonds: the ungated judge on the same prompts; dashed: random.")
+# --- a composed gate
+st.subheader("Compose a gate")
+st.caption("A base judge acts only where the conditions hold; AND binds tighter than OR. It returns the judge's "
+           "majority pick over its orders when a condition reads the judge's own orders, else its order-0 pick; "
+           "the rejected side is the judge's order-0 pick where the gate abstains.")
+composed = gate_views.composer(sel, data)
+extra = None
+if composed is not None:
+    extra = gate_views.composed_result(sel, composed)
+    st.markdown(f"**{draw.esc(extra.name)}**")
+    gate_views.side_cards(extra.gates)
+
+# --- charts: the selected gate and the composed one marked in each
+gates = result.gates if extra is None else pd.concat([result.gates, extra.gates], ignore_index=True)
+draw.chart(gate_views.gate_chart(gates, gate, extra.name if extra else None),
+           "Every gate, with the share of prompts it keeps: gain over random on the prompts it keeps vs rejects; "
+           "diamonds: the ungated judge on the same prompts; dashed: random; shaded: the selected and composed gates.")
+
+judge_of = result.gates.drop_duplicates("gate").set_index("gate")["base_judge"]
+countries = result.groups[result.groups["policy"] == gate].assign(judge=judge_of[gate])
+if extra is not None:
+    countries = pd.concat([countries, extra.countries.assign(judge=composed.judge)], ignore_index=True)
+draw.chart(gate_views.country_chart(countries, colours, extra.name if extra else None),
+           "Share of each country's prompts the selected gate (and the composed gate, hatched) keeps; "
+           "a country it never keeps has no bar: zero coverage, not zero risk.")
 
 curve = result.risk_coverage.dropna(subset=["regret"])
-thresholds = curve["kind"].isin(["judge", "majority", "order_gate"])
-fig = go.Figure()
-for judge, part in curve[thresholds].groupby("judge"):
-    part = part.sort_values("coverage")
-    fig.add_trace(go.Scatter(x=part["coverage"], y=part["regret"], mode="lines+markers", name=draw.plain(judge),
-                             text=draw.plain(part["policy"]), marker_color=colours.get(judge), hovertemplate="%{text}: %{y:.3f}"))
-    fig.add_trace(go.Scatter(x=part["coverage"], y=part["random_regret"], mode="lines", name=f"random on {draw.plain(judge)}'s prompts",
-                             line={"dash": "dot", "color": colours.get(judge)}))
-others = curve[~thresholds]
-fig.add_trace(go.Scatter(x=others["coverage"], y=others["regret"], mode="markers", name="cross-judge / scorer gates",
-                         text=draw.plain(others["policy"]), marker={"symbol": "x", "size": 10, "color": "black"},
-                         hovertemplate="%{text}: %{y:.3f}"))
-fig.update_xaxes(tickformat=".0%")
-draw.chart(draw.layout(fig, "Risk–coverage", "coverage (share of prompts acted on)", "selective regret"),
+draw.chart(gate_views.risk_chart(curve, colours, gate, extra.point if extra else None),
            "Lines: each judge from its order-0 pick (100%) through majority to stricter agreement thresholds; "
-           "dotted: random on the same prompts; crosses: cross-judge and scorer gates.")
+           "dotted: random on the same prompts; other markers: cross-judge and scorer gates; hexagram: the composed "
+           "gate with its 95% interval; ring: the selected gate.")
 
 with st.expander("All gates as a table"):
-    st.dataframe(draw.table(result.gates.assign(side=result.gates["side"].map(draw.SIDES))), hide_index=True,
-                 width="stretch")
+    st.dataframe(gate_views.gates_table(gates), hide_index=True, width="stretch")
     st.caption("Kept: the prompts where the gate acts; rejected: those where it abstains, measured with the judge's "
-               "own pick there. A dash: no prompt on that side.")
+               "own pick there. Kept − rejected: the kept side's mean minus the rejected side's, with a 95% "
+               "interval resampling all prompts together. A dash: no prompt on that side.")

@@ -1,17 +1,20 @@
 """Judge comparison: a gate validated for one judge is not validated for the next.
 
-Side by side for every selector judge: call outcomes and position bias, output
-validity and timing, the gain of each judge and its content-only baseline, each
-judge's gain within every value of a slice (a picker kept in the URL), how often
-pairs of judges agree, which generators each favours, and whether order flips
-grow with the stakes.
+Side by side for every selector judge: position bias and order flips (with 95%
+intervals), output validity, seconds per call and what K orders cost against one
+(what an order-agreement gate costs), the gain of each judge and its content-only
+baseline, each judge's gain within every value of a slice (a picker kept in the URL),
+how often each pair of judges agrees (each pair once), which generators each favours,
+and whether order flips grow with the stakes. Every table is drawn at its full height.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app_ui import context, draw
+from app_ui import context, draw, glance
+from audit_core import timing
+from findings.figures import policy_forest
 
 sel = context.selection("judges")
 draw.header(
@@ -23,22 +26,35 @@ if not sel.judges:
     st.info("No selector judge has been recorded on this dataset yet.")
     st.stop()
 result = sel.audit()
-colours = draw.judge_colours(sel.judges)
+colours = glance.name_colours(sel)
 
-st.subheader("Calls, position bias and order consistency")
-st.dataframe(draw.table(result.judges), hide_index=True, width="stretch")
-st.caption("Picks slot A vs slot A if unbiased: share of valid calls picking the first slot vs no position bias "
-           "(χ² test); flip rate: share of prompts whose returned image changes with the order; order entropy: "
-           "order inconsistency, 0–1.")
+st.subheader("Position bias and order consistency")
+glance.frame(glance.judge_table(result.judges, ["judge", "valid", "first_slot", "first_slot_uniform", "chi2", "chi2_df",
+                                                "chi2_p", "flip_n", "flip_rate", "entropy"]))
+st.caption("Picks slot A vs slot A if unbiased: share of valid calls picking the first slot (95% interval resampling "
+           "prompts) vs no position bias (χ² test); flip rate: share of prompts whose returned image changes with the "
+           "order (95% interval); order entropy: order inconsistency, 0–1.")
+costs = timing.gate_cost(result.timing, result.policies) if result.timing is not None else None
 if result.timing is not None:
-    st.subheader("Output validity and timing")
-    st.dataframe(draw.table(result.timing), hide_index=True, width="stretch")
-    st.caption("Valid: accepted by the strict parser; recovered: by the lenient one; not JSON: not JSON at all; "
-               "seconds per call and per prompt (one order, all orders) as recorded with every call.")
+    st.subheader("Output validity")
+    glance.frame(draw.table(result.timing, ["judge", "calls", "valid", "recovered", "failed", "not_json"]))
+    st.caption("Valid: accepted by the strict parser; recovered: by the lenient one; failed: unparsed or a runtime "
+               "error (the judge abstains); not JSON: not JSON at all.")
+    st.subheader("Seconds per call, and what an agreement gate costs")
+    glance.frame(draw.table(result.timing, ["judge", "orders", "seconds_median", "seconds_mean",
+                                            "prompt_seconds_one_order", "prompt_seconds_all_orders", "all_over_one"]))
+    own = costs[costs["kind"] != "judge_gate"]
+    glance.frame(draw.table(own.assign(policy=glance.coverage_labels(own), over_one=own["over_one"].map(glance.times)),
+                            ["policy", "judge_calls", "seconds_per_prompt", "over_one"]).rename(columns={
+        "judge calls": "judge calls per prompt", "seconds per prompt": "s / prompt", "over one": "cost vs one order"}))
+    st.caption("Seconds as recorded with every call, over the prompts timed in every order; all orders ÷ one: the "
+               "seconds of all K orders over those of order 0. Majority and order-agreement gates call their judge in "
+               "every order; a scorer gate adds a content scorer, whose time is not recorded (a dash), to one call.")
 
 single = result.policies[result.policies["kind"].isin(["random", "oracle", "judge", "majority", "scorer"])]
-draw.chart(draw.forest(single, "policy", "gain", "Gain over random, judge by judge", "gain over random (alignment)", colour="kind"),
-           "Each judge's order-0 pick and majority vote, content-only scorers, and the oracle; whiskers: 95% intervals.")
+draw.chart(policy_forest(single, colours, "gain", "Gain over random, judge by judge", "gain over random (alignment)"),
+           "Each judge's order-0 pick and majority vote, content-only scorers, and the oracle; whiskers: 95% intervals; "
+           "colour: the judge; marker: the kind of policy.")
 
 st.subheader("Where each judge does well: gain by slice")
 names = [name for name in result.slice_prompts if name != "all"]
@@ -50,25 +66,26 @@ table = by_value.pivot(index="value", columns="policy", values="gain").reindex(l
 table = table[[p for p in sel.judges if p in table.columns]].fillna(draw.MISSING)
 table.insert(0, "prompts", [draw.count(n) for n in result.slice_prompts[picked].values()])
 table.insert(0, picked.replace("_", " "), [draw.place(v) for v in table.index])
-st.dataframe(table, hide_index=True, width="stretch")
+glance.frame(table.reset_index(drop=True))
 st.caption("Gain over random of each judge's order-0 pick within each value, 95% interval resampling the judge's prompts "
            "there; n = prompts it acts on (no gain, not zero, where n is 0).")
 
-left, right = st.columns(2)
-with left:
-    pairs = result.policies[result.policies["kind"] == "judge_gate"]
-    st.subheader("When two judges agree")
-    st.dataframe(draw.table(pairs, ["policy", "n", "coverage", "gain", "regret", "bmr", "bmr_random"]),
-                 hide_index=True, width="stretch")
-    st.caption("Coverage: share of prompts on which both judges' order-0 picks are the same image; gain on those "
-               "prompts (a dash where they never agree).")
-with right:
-    st.subheader("Which generator each judge favours")
-    shares = result.generators.pivot(index="source_model", columns="judge", values="share").join(
-        result.generators.groupby("source_model")["uniform"].mean().rename("if uniform"))
-    st.dataframe(shares.map(draw.percent).rename_axis("generator").reset_index(), hide_index=True, width="stretch")
-    st.caption("Share of valid calls returning each generator's image vs its share under uniform choice.")
+pairs = result.policies[(result.policies["kind"] == "judge_gate")
+                       & (result.policies["base_judge"] < result.policies["partner"])]  # each pair once
+seconds = costs.set_index("policy")["seconds_per_prompt"] if costs is not None else {}
+pairs = pairs.assign(policy=pairs["base_judge"] + " and " + pairs["partner"],
+                     seconds=[seconds.get(p, float("nan")) for p in pairs["policy"]])
+st.subheader("When two judges agree")
+glance.frame(draw.table(pairs, ["policy", "n", "coverage", "gain", "regret", "bmr", "bmr_random", "seconds"]).rename(
+    columns={"policy": "judges", "prompts": "prompts they agree on", "seconds": "s / prompt, both judges"}))
+st.caption("Coverage: share of prompts on which both judges' order-0 picks are the same image; gain on those "
+           "prompts (a dash where they never agree); seconds of both judges' order-0 calls.")
+st.subheader("Which generator each judge favours")
+shares = result.generators.pivot(index="source_model", columns="judge", values="share").join(
+    result.generators.groupby("source_model")["uniform"].mean().rename("if uniform"))
+glance.frame(shares.map(draw.percent).rename_axis("generator").reset_index())
+st.caption("Share of valid calls returning each generator's image vs its share under uniform choice.")
 
 st.subheader("Do order flips grow where the choice matters more?")
-st.dataframe(draw.table(result.flips_by_range), hide_index=True, width="stretch")
+glance.frame(draw.table(result.flips_by_range))
 st.caption("Flip rate by tertile of the pool's rating range (best − worst alignment), among fully parsed prompts.")

@@ -1,9 +1,11 @@
 """Overview: does the focus judge return better images than random choice?
 
-Headline cards for the focus judge, then four figures: slot preference by judge,
-regret by slice (a picker: country, category, pool size, ...; kept in the URL), what
-each gate keeps and rejects, and every policy's gain over random with its interval;
-then output validity and timing per judge. All numbers come from `audit_core.analysis`.
+Headline cards for the focus judge (each estimate with its 95% interval), then four
+figures: slot preference by judge, regret by slice (a picker: country, category, pool
+size, ...; kept in the URL), what each gate keeps and rejects, and every policy's gain
+over random with its interval (coverage beside every gated policy; a judge's colour and
+a policy kind's marker are the same on every page); then output validity and timing per
+judge. All numbers come from `audit_core.analysis`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app_ui import context, draw
+from app_ui import context, draw, glance
+from findings.colours import policy_colour
+from findings.figures import policy_forest
 
 
 def slice_chart(slices: pd.DataFrame, name: str, policies: Sequence[str], colours: Mapping[str, str]) -> go.Figure:
@@ -24,9 +28,11 @@ def slice_chart(slices: pd.DataFrame, name: str, policies: Sequence[str], colour
     fig = go.Figure()
     for policy in policies:
         part = slices[(slices["slice"] == name) & (slices["policy"] == policy)]
+        kind = "random" if policy == "random" else "judge"
         fig.add_trace(go.Bar(
             x=draw.plain(part["value"].map(draw.place)), y=part["regret"], name=draw.plain(policy), customdata=part["n"],
-            marker_color=colours.get(policy, draw.RANDOM_COLOUR), hovertemplate="%{x}: regret %{y:.3f} on %{customdata} prompts",
+            marker_color=policy_colour(kind, policy, colours),
+            hovertemplate="%{x}: regret %{y:.3f} on %{customdata} prompts",
             error_y={"type": "data", "symmetric": False, "array": (part["regret_hi"] - part["regret"]).clip(lower=0),
                      "arrayminus": (part["regret"] - part["regret_lo"]).clip(lower=0)},
         ))
@@ -40,7 +46,7 @@ draw.header(
 )
 result = sel.audit()
 policies = result.policies.set_index("policy")
-colours = draw.judge_colours(sel.judges)
+colours = glance.name_colours(sel)
 
 # --- headline cards for the focus judge
 if sel.judge:
@@ -55,14 +61,21 @@ if sel.judge:
                     help="Best alignment in the pool minus the picked image's, averaged over prompts.")
     cards[2].metric("Below-mean rate", f"{draw.percent(p['bmr'])} vs {draw.percent(p['bmr_random'])}",
                     help="Share of picks rated below the pool mean, next to random's matched rate.")
-    cards[3].metric("First-slot picks", f"{draw.percent(judge['first_slot'])} vs {draw.percent(judge['first_slot_uniform'])}",
-                    help=f"Share of valid calls choosing slot A vs the uniform expectation (χ² p {draw.p_value(judge['chi2_p'])}).")
-    cards[4].metric("Flip rate across orders", draw.number(judge["flip_rate"]) if k > 1 else "one order",
-                    help="Share of fully parsed prompts whose returned image changes with the presentation order.")
+    first = glance.percent_interval(judge["first_slot"], judge["first_slot_lo"], judge["first_slot_hi"])
+    cards[3].metric(f"First-slot picks (uniform {draw.percent(judge['first_slot_uniform'])})", first,
+                    help="Share of valid calls choosing slot A, 95% interval resampling prompts, vs the uniform "
+                    f"expectation (χ² p {draw.p_value(judge['chi2_p'])}).")
+    cards[4].metric("Flip rate across orders",
+                    glance.percent_interval(judge["flip_rate"], judge["flip_rate_lo"], judge["flip_rate_hi"])
+                    if k > 1 else "one order",
+                    help="Share of fully parsed prompts whose returned image changes with the presentation order; "
+                    "95% bootstrap interval over those prompts.")
     if k > 1 and not unanimity.empty:
         u = unanimity.iloc[0]
-        cards[5].metric(f"Unanimity gate keeps {draw.percent(u['coverage'])}", f"gain {draw.number(u['gain'], signed=True)}",
-                        help=f"Acts only when all {k} orders agree; gain over random on the {int(u['n'])} prompts it keeps.")
+        cards[5].metric(f"Unanimity gate keeps {draw.percent(u['coverage'])} of prompts: gain",
+                        draw.interval(u["gain"], u["gain_lo"], u["gain_hi"], signed=True),
+                        help=f"Acts only when all {k} orders agree; gain over random on the {int(u['n'])} prompts it "
+                        "keeps, 95% bootstrap interval.")
     st.caption(
         f"{int(p['n']):,} prompts acted on ({draw.percent(p['coverage'])} coverage) · {int(judge['calls']):,} calls, "
         f"{int(judge['failed']):,} failed · {result.resamples:,} bootstrap resamples, seed {result.seed}."
@@ -88,21 +101,21 @@ if sel.judge:
     focus_gates = result.gates[result.gates["base_judge"] == sel.judge]
     if not focus_gates.empty:
         draw.chart(draw.gate_chart(focus_gates),
-                   f"Gain over random of {draw.esc(sel.judge)}'s gates on the prompts they keep vs reject; "
-                   "diamonds: the ungated judge on the same prompts.")
+                   f"Gain over random of {draw.esc(sel.judge)}'s gates on the prompts they keep vs reject (each "
+                   "gate's coverage in brackets); diamonds: the ungated judge on the same prompts.")
 
 forest = result.policies[~result.policies["kind"].str.endswith("rejected")]
-draw.chart(draw.forest(forest, "policy", "gain", "Every policy's gain over random", "gain over random (alignment)", colour="kind"),
-           "Dots: mean gain over random on the prompts each policy acts on; whiskers: 95% bootstrap intervals; dashed: random.")
+draw.chart(policy_forest(forest, colours, "gain", "Every policy's gain over random", "gain over random (alignment)"),
+           "Mean gain over random on the prompts each policy acts on (its coverage in brackets); whiskers: 95% "
+           "bootstrap intervals; colour: the judge a policy rests on; marker: its kind; dashed: random.")
 with st.expander("All policies as a table"):
     columns = ["policy", "kind", "n", "coverage", "gain", "regret", "bmr", "bmr_random", "best",
                "worst_group_regret", "disparity"]
-    st.dataframe(draw.table(result.policies, [c for c in columns if c in result.policies.columns]), hide_index=True,
-                 width="stretch")
+    glance.frame(draw.table(result.policies, [c for c in columns if c in result.policies.columns]))
 
 if result.timing is not None:
     with st.expander("Output validity and timing per judge"):
-        st.dataframe(draw.table(result.timing), hide_index=True, width="stretch")
+        glance.frame(draw.table(result.timing))
         st.caption("Valid: accepted by the strict parser; recovered: by the lenient one; not JSON: not JSON at all; "
                    "seconds as recorded with every call.")
 

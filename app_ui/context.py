@@ -25,7 +25,7 @@ import pandas as pd
 import streamlit as st
 
 from app_ui import allowed
-from audit_core import browse, store
+from audit_core import audit_cache, browse, store
 from audit_core.analysis import AuditResult, audit
 from audit_core.audit_data import AuditData, load_audit_data
 from audit_core.errors import DatabaseFileError, DatabaseHeld
@@ -40,6 +40,7 @@ LARGE_DATASET = 20_000  # prompts; above this the default resample count drops t
 _SEEN = "_url_seen"
 _SELECTION = "_selection"
 _REFUSED = "_url_refused"
+_VIEWS = "_url_views"  # page -> the URL parameters of its view when last drawn (`remember_view`)
 PAGE_DIR = Path(__file__).resolve().parents[1] / "app_pages"  # app.py names each page after its file there
 
 UrlValue = str | int | bool | tuple[str, ...]
@@ -173,6 +174,24 @@ def _datasets(db_path: str, stamp: float) -> pd.DataFrame:
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
+def _judge_pages(db_path: str, stamp: float, dataset_id: str) -> str:
+    """Where a dataset without a selection audit has its judges: "its rating judges are on the Alignment
+    page", its attribute judges on the Attributes page, or both (the Alignment page when it has neither)."""
+    con = store.connect(db_path, read_only=True)
+    try:
+        labels = con.execute("SELECT count(*) FROM label_calls JOIN runs USING (run_id) WHERE dataset_id = ?",
+                             [dataset_id]).fetchone()[0]
+        ratings = load_rating_data(con, dataset_id) is not None
+    except ValueError:  # rating data the audit refuses: the Alignment page says why
+        ratings = True
+    finally:
+        con.close()
+    pages = [*(["its rating judges are on the Alignment page"] if ratings or not labels else []),
+             *(["its attribute judges are on the Attributes page"] if labels else [])]
+    return " and ".join(pages)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
 def _selection_pools(db_path: str, stamp: float, dataset_id: str) -> tuple[str, ...]:
     con = store.connect(db_path, read_only=True)
     try:
@@ -181,13 +200,28 @@ def _selection_pools(db_path: str, stamp: float, dataset_id: str) -> tuple[str, 
         con.close()
 
 
-@st.cache_resource(max_entries=4, show_spinner="Loading the dataset…")
-def _audit_data(db_path: str, stamp: float, dataset_id: str, pool: str) -> AuditData:
+@st.cache_data(max_entries=16, show_spinner=False)
+def _content(db_path: str, stamp: float, dataset_id: str) -> str:
+    # what the results beside the database are keyed by (`audit_core.audit_cache`): one scan per file stamp
     con = store.connect(db_path, read_only=True)
     try:
-        return load_audit_data(con, dataset_id, pool=pool)
+        return audit_cache.dataset_fingerprint(con, dataset_id)
     finally:
         con.close()
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the dataset…")
+def _audit_data(db_path: str, stamp: float, dataset_id: str, pool: str) -> AuditData:
+    key = audit_cache.data_key(_content(db_path, stamp, dataset_id), dataset_id, pool)
+    if (kept := audit_cache.load(db_path, key, AuditData)) is not None:
+        return kept
+    con = store.connect(db_path, read_only=True)
+    try:
+        data = load_audit_data(con, dataset_id, pool=pool)
+    finally:
+        con.close()
+    audit_cache.store(db_path, key, data)
+    return data
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
@@ -211,12 +245,19 @@ def _picks(db_path: str, stamp: float, dataset_id: str, pool: str) -> dict[str, 
 
 @st.cache_resource(max_entries=4, show_spinner="Running the audit (prompt-level bootstrap)…")
 def _audit(db_path: str, stamp: float, dataset_id: str, pool: str, resamples: int) -> AuditResult:
+    # computed once per dataset content beside the database (`audit_core.audit_cache`), then kept in memory
+    key = audit_cache.selection_key(_content(db_path, stamp, dataset_id), dataset_id, resamples=resamples, seed=0,
+                                    pool=pool)
+    if (kept := audit_cache.load(db_path, key, AuditResult)) is not None:
+        return kept
     con = store.connect(db_path, read_only=True)
     try:
         calls = store.load_calls(con, dataset_id)  # slot orders and seconds: generator_slots, timing
     finally:
         con.close()
-    return audit(_audit_data(db_path, stamp, dataset_id, pool), resamples=resamples, seed=0, calls=calls)
+    result = audit(_audit_data(db_path, stamp, dataset_id, pool), resamples=resamples, seed=0, calls=calls)
+    audit_cache.store(db_path, key, result)
+    return result
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the rating data…")
@@ -230,8 +271,15 @@ def _rating_data(db_path: str, stamp: float, dataset_id: str) -> RatingData | No
 
 @st.cache_resource(max_entries=4, show_spinner="Running the rating audit (item-level bootstrap)…")
 def _rating_audit(db_path: str, stamp: float, dataset_id: str, resamples: int) -> RatingAuditResult | None:
+    key = audit_cache.rating_key(_content(db_path, stamp, dataset_id), dataset_id, resamples=resamples, seed=0)
+    if (kept := audit_cache.load(db_path, key, RatingAuditResult)) is not None:
+        return kept
     data = _rating_data(db_path, stamp, dataset_id)
-    return rating_audit(data, resamples=resamples, seed=0) if data is not None else None
+    if data is None:
+        return None
+    result = rating_audit(data, resamples=resamples, seed=0)
+    audit_cache.store(db_path, key, result)
+    return result
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -271,8 +319,9 @@ class Selection:
     def _require_selection(self) -> None:
         """Stop the page with a note when the dataset has no alignment ratings (a rating study only)."""
         if not self.pools:
+            where = _judge_pages(self.db_path, self.stamp, self.dataset_id)
             st.info("This dataset has no alignment ratings, so it has no selection audit. "
-                    "Its rating judges are on the Alignment page.")
+                    f"{where[0].upper()}{where[1:]}.")
             st.stop()
 
     def data(self) -> AuditData:
@@ -364,7 +413,9 @@ def sidebar() -> Selection:
     names = {r.dataset_id: f"{r.name} ({r.prompts} prompts){' · SIMULATED' if is_simulated(r._asdict()) else ''}"
              for r in datasets.itertuples()}
     ids = list(names)
-    adopt("dataset", ids[0], ids, sticky=True)
+    # open on the newest dataset with selector judges (the overview's subject), else the newest
+    with_judges = [r.dataset_id for r in datasets.itertuples() if r.selectors]
+    adopt("dataset", (with_judges or ids)[0], ids, sticky=True)
     dataset_id = side.selectbox("Dataset", ids, key="dataset", format_func=names.get)
     publish("dataset", dataset_id, None)
     row = datasets.set_index("dataset_id").loc[dataset_id]
@@ -389,7 +440,7 @@ def sidebar() -> Selection:
     judge = None
     if not pools:
         side.info("This dataset has no alignment ratings, so there is no selection audit; "
-                  "its rating judges are on the Alignment page.")
+                  f"{_judge_pages(db_path, stamp, dataset_id)}.")
     elif judges:
         adopt("judge", judges[0], judges, sticky=True)
         judge = side.selectbox("Judge", judges, key="judge")
@@ -464,6 +515,22 @@ def selection(page: str) -> Selection:
         refuse("page", requested, page)
     st.query_params["page"] = page
     return st.session_state[_SELECTION]
+
+
+def restore_view(page: str, keys: Sequence[str]) -> None:
+    """Put back the URL parameters `keys` that `page` showed when last drawn (`remember_view`) when
+    the URL names none of them: the sidebar's page links drop the query string, so a page left
+    and reopened through them keeps its view. Call before binding the page's widgets; a link
+    that names any of `keys` is followed as it is."""
+    if any(key in st.query_params for key in keys):
+        return
+    for key, values in st.session_state.get(_VIEWS, {}).get(page, {}).items():
+        st.query_params[key] = values
+
+
+def remember_view(page: str, keys: Sequence[str]) -> None:
+    """Keep the URL parameters `keys` of `page`'s view for `restore_view` (call once they are published)."""
+    st.session_state.setdefault(_VIEWS, {})[page] = {k: st.query_params.get_all(k) for k in keys if k in st.query_params}
 
 
 def pool_filter_from_url() -> browse.PoolFilter:

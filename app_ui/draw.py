@@ -1,4 +1,5 @@
-"""Drawing helpers shared by the pages: headers, legends, thumbnails and charts.
+"""Drawing helpers shared by the pages: headers, legends, thumbnails, tables and charts
+(the figure builders live in `findings.figures`, Streamlit-free, and are re-exported here).
 
 Every string that comes from data (prompts, names, raw outputs) is either drawn
 with a plain-text element (`st.text`, `st.code`, dataframes) or passed through
@@ -11,7 +12,6 @@ import base64
 import html
 import io
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,18 +25,22 @@ from PIL import Image, ImageDraw, ImageFont
 from app_ui import context
 from app_ui.context import Selection
 from audit_core import thumbnails
+from audit_core.report import escape_markdown
 from findings import colours
+from findings.figures import (  # noqa: F401  (the pages call them as draw.X)
+    POOL_COLOURS, distribution_chart, forest, gate_chart, group_bars, layout, plain, pool_colours, slot_chart,
+)
 
 PALETTE = colours.NAME_PALETTE
 RANDOM_COLOUR = colours.RANDOM
 STAR_COLOUR = colours.STAR
 FRAME = 5  # pixels of frame per judge
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~$:=^&\"'])")
 
 
 def esc(text: object) -> str:
-    """`text` made literal inside Streamlit Markdown (every punctuation mark escaped)."""
-    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
+    """`text` made literal inside Streamlit Markdown, on one line: only what Markdown would read
+    as syntax is escaped (`audit_core.report.escape_markdown`), so `South_Africa` stays as written."""
+    return escape_markdown(text)
 
 
 def place(name: object) -> str:
@@ -233,60 +237,10 @@ def pool_strip(
 # ------------------------------------------------------------ charts
 
 
-def layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int = 380) -> go.Figure:
-    """The shared look of every figure: title, axis titles, legend below, readable font."""
-    fig.update_layout(
-        title=title,
-        xaxis_title=x_title,
-        yaxis_title=y_title,
-        height=height,
-        margin={"l": 10, "r": 10, "t": 50, "b": 10},
-        legend={"orientation": "h", "y": -min(0.2, 90 / height)},  # a fixed gap below tall figures too
-        font={"size": 14},
-    )
-    return fig
-
-
-def plain(text: object) -> object:
-    """Data text for Plotly, which reads a subset of HTML in names and tick labels: escaped.
-
-    A pandas Series is escaped element-wise.
-    """
-    if isinstance(text, pd.Series):
-        return text.astype(str).map(html.escape)
-    return html.escape(str(text))
-
-
 def chart(fig: go.Figure, caption: str) -> None:
     """A Plotly figure with the one-line caption saying what it shows."""
     st.plotly_chart(fig, width="stretch")
     st.caption(caption)
-
-
-def forest(frame: pd.DataFrame, label: str, value: str, title: str, x_title: str, colour: str | None = None) -> go.Figure:
-    """Horizontal point-and-interval plot: one row per `label`, `value` with `value`_lo/_hi, 0 marked.
-
-    Rows without an estimate (a policy that never acts) are left out.
-    """
-    ordered = frame.dropna(subset=[value]).sort_values(value)
-    fig = go.Figure()
-    groups = ordered.groupby(colour, sort=False) if colour else [(None, ordered)]
-    for name, part in groups:
-        fig.add_trace(
-            go.Scatter(
-                x=part[value],
-                y=plain(part[label]),
-                mode="markers",
-                name=plain(name) if name is not None else value,
-                marker={"size": 10},
-                error_x={"type": "data", "symmetric": False,
-                         "array": part[f"{value}_hi"] - part[value], "arrayminus": part[value] - part[f"{value}_lo"]},
-                showlegend=colour is not None,
-            )
-        )
-    fig.add_vline(x=0, line_dash="dash", line_color=RANDOM_COLOUR)
-    fig.update_yaxes(categoryorder="array", categoryarray=list(plain(ordered[label])))
-    return layout(fig, title, x_title, "", height=max(300, 28 * len(ordered) + 120))
 
 
 MISSING = "—"  # what a table or card shows for a value that does not exist: never None, nan or -0
@@ -466,56 +420,9 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *, index: b
     return pd.DataFrame(out)
 
 
-def slot_chart(positions: pd.DataFrame, colours: Mapping[str, str]) -> go.Figure:
-    """Share of calls choosing each slot per judge (pooled over pool sizes), uniform marked."""
-    pooled = positions[positions["m"].isna()] if positions["m"].isna().any() else positions
-    fig = go.Figure()
-    for judge, part in pooled.groupby("judge", sort=True):
-        fig.add_trace(go.Bar(x=part["slot"], y=part["share"], name=plain(judge), marker_color=colours.get(judge)))
-    uniform = pooled.groupby("slot", sort=True)["uniform"].mean()
-    fig.add_trace(go.Scatter(x=uniform.index, y=uniform.values, mode="markers", name="uniform expectation",
-                             marker={"symbol": "line-ew", "size": 40, "line": {"width": 3, "color": "black"}}))
-    fig.update_yaxes(tickformat=".0%")
-    return layout(fig, "Which slot each judge picks", "slot (A = shown first)", "share of valid calls")
-
-
-def gate_chart(gates: pd.DataFrame) -> go.Figure:
-    """Gain over random on the prompts each gate keeps and rejects, with the ungated judge there.
-
-    Horizontal bars, one row per gate, so long gate names stay readable.
-    """
-    fig = go.Figure()
-    for side, colour in (("kept", "#009E73"), ("rejected", "#D55E00")):
-        part = gates[gates["side"] == side]
-        fig.add_trace(go.Bar(
-            y=plain(part["gate"]), x=part["gain"], orientation="h", name=f"gate's pick, {side} prompts",
-            marker_color=colour, offsetgroup=side, customdata=part["n"],
-            hovertemplate="%{y}: gain %{x:.3f} on %{customdata} prompts",
-            error_x={"type": "data", "symmetric": False, "array": (part["gain_hi"] - part["gain"]).clip(lower=0),
-                     "arrayminus": (part["gain"] - part["gain_lo"]).clip(lower=0)},
-        ))
-        fig.add_trace(go.Scatter(
-            y=plain(part["gate"]), x=part["ungated_gain"], mode="markers", offsetgroup=side, orientation="h",
-            name=f"ungated judge, {side} prompts",
-            marker={"symbol": "diamond-open", "size": 12, "color": "#222222", "line": {"width": 2}},
-        ))
-    fig.add_vline(x=0, line_dash="dash", line_color=RANDOM_COLOUR, annotation_text="random", annotation_position="top")
-    fig.update_layout(barmode="group", scattermode="group")
-    fig.update_yaxes(autorange="reversed")
-    rows = gates["gate"].nunique()
-    return layout(fig, "What each gate keeps and rejects", "gain over random (alignment)", "", height=max(320, 56 * rows + 140))
-
 # ------------------------------------------------------------ rating judges (alignment page)
 
 UNDEFINED = "undefined"  # a figure that does not exist (Pearson of a constant side), never 0
-
-
-POOL_COLOURS: tuple[str, ...] = ("#555555", "#999999", "#333333", "#BBBBBB")  # people in greys, judges in colour
-
-
-def pool_colours(pools: Sequence[str]) -> dict[str, str]:
-    """A stable grey per reference pool (by position in the sorted pool list)."""
-    return {p: POOL_COLOURS[i % len(POOL_COLOURS)] for i, p in enumerate(sorted(pools))}
 
 
 def pools_side_by_side(rows: pd.DataFrame, index: str) -> pd.DataFrame:
@@ -530,46 +437,3 @@ def pools_side_by_side(rows: pd.DataFrame, index: str) -> pd.DataFrame:
         table[f"{pool} · r"] = [interval(r.pearson, r.pearson_lo, r.pearson_hi, missing=UNDEFINED) for r in cells]
         table[f"{pool} · κ"] = [number(v, missing=UNDEFINED) for v in part["qwk"]]
     return table.reset_index()
-
-
-def distribution_chart(dist: pd.DataFrame, colours: Mapping[str, str], scale: tuple[int, int]) -> go.Figure:
-    """Grouped bars: the share of each point per judge · condition (`rating_audit.rating_distribution`
-    rows; a judge's colour from `colours`) and per pool (greys, hatched), with the bottom two points
-    shaded so a positivity floor shows at a glance."""
-    fig = go.Figure()
-    points = list(dict.fromkeys(dist["point"]))
-    for (judge, condition), part in dist[dist["source"] == "judge"].groupby(["judge", "condition"], sort=True):
-        fig.add_trace(go.Bar(x=part["point"], y=part["share"], name=f"{plain(judge)} · {plain(condition)}",
-                             marker_color=colours.get(judge),
-                             customdata=part["count"], hovertemplate="%{x}: %{y:.0%} (%{customdata} items)"))
-    greys = pool_colours(dist["pool"].dropna().unique())
-    for pool, part in dist[dist["source"] == "pool"].groupby("pool", sort=True):
-        fig.add_trace(go.Bar(x=part["point"], y=part["share"], name=f"pool {plain(pool)} (consensus)",
-                             marker={"color": greys[pool], "pattern": {"shape": "/"}},
-                             customdata=part["count"], hovertemplate="%{x}: %{y:.0%} (%{customdata} items)"))
-    lo = scale[0]
-    fig.add_vrect(x0=-0.5, x1=1.5, fillcolor="#D55E00", opacity=0.1, line_width=0,
-                  annotation_text=f"floor ({lo}–{lo + 1})", annotation_position="top left")
-    fig.update_layout(barmode="group")
-    fig.update_xaxes(type="category", categoryorder="array", categoryarray=points)
-    fig.update_yaxes(tickformat=".0%")
-    return layout(fig, "How often each point is given", "rating", "share of items")
-
-
-def group_bars(
-    frame: pd.DataFrame, series: str, value: str, count: str, title: str, y_title: str, colours: Mapping[str, str]
-) -> go.Figure:
-    """`value` per item group (x, in the frame's order) for each `series` value, as bars with their
-    95% intervals (`value`_lo/_hi) and the group's n (`count`) on hover; groups without a value have no bar."""
-    fig = go.Figure()
-    order = list(plain(pd.Series(list(dict.fromkeys(frame["group"])))))
-    for name, part in frame.groupby(series, sort=True):
-        fig.add_trace(go.Bar(
-            x=plain(part["group"]), y=part[value], name=plain(name), customdata=part[count],
-            marker_color=colours.get(name), hovertemplate="%{x}: %{y:.2f} (n = %{customdata})",
-            error_y={"type": "data", "symmetric": False, "array": (part[f"{value}_hi"] - part[value]).clip(lower=0),
-                     "arrayminus": (part[value] - part[f"{value}_lo"]).clip(lower=0)},
-        ))
-    fig.update_layout(barmode="group")
-    fig.update_xaxes(categoryorder="array", categoryarray=order)
-    return layout(fig, title, "item group", y_title)

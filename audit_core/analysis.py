@@ -185,26 +185,20 @@ def _policy_values(ev: Evaluated, s: dict[str, np.ndarray], outcomes: list[str])
     return values
 
 
-def audit(
-    data: AuditData,
-    resamples: int = 10_000,
-    seed: int = 0,
-    by: Sequence[str] = (),
-    calls: pd.DataFrame | None = None,
-) -> AuditResult:
-    """Run the whole selection audit on one dataset (DESIGN §4).
+def evaluate_policies(
+    data: AuditData, everything: Sequence[Evaluated], parts: Sequence[slices.Partition], resamples: int, seed: int,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(policies, ungated, slices) frames of the given policies, as `audit` makes them for its own.
 
-    resamples: prompt-level bootstrap resamples (0 skips intervals); seed: recorded
-    with the result, the same seed gives the same intervals; by: prompt attributes
-    (columns of the prompts table) to slice by besides the built-in slices
-    (InputError naming an unknown one); calls: the selector calls as `store.load_calls`
-    returns them, for the tables that need each call's slot order and seconds
-    (generator_slots, timing; None without them).
+    policies: one row per reported policy (`report`), with fixed-n intervals, worst group and,
+    for a gate whose `<name> rejected` side is among them, the kept minus rejected side;
+    ungated: regret, gain and bmr of the internal comparisons, by policy; slices: one row per
+    (slice, value, reported policy) of `parts` (as `slices.partitions` returns them, country
+    second). Every interval depends only on the policy's own values, resamples and seed, so a
+    policy gets the same numbers whichever others it is evaluated with.
     """
-    parts, slice_notes = slices.partitions(data, by)
     country = parts[1]
     pools = metrics.pool_measures(data.outcomes)
-    everything = evaluated_policies(data)
     evaluated = [ev for ev in everything if ev.report]
     n_prompts = data.n_prompts
     extra_outcomes = [o for o in (*ERROR_OUTCOMES, *SIDE_OUTCOMES) if o in data.outcomes]
@@ -255,6 +249,28 @@ def audit(
             for part, idx in zip(parts, indices)]
     slice_frame = pd.DataFrame({k: np.concatenate([r[k] for r in rows]) for k in rows[0]})
     ungated = pd.DataFrame(internal, columns=["policy", "regret", "gain", "bmr"]).set_index("policy")
+    return table, ungated, slice_frame
+
+
+def audit(
+    data: AuditData,
+    resamples: int = 10_000,
+    seed: int = 0,
+    by: Sequence[str] = (),
+    calls: pd.DataFrame | None = None,
+) -> AuditResult:
+    """Run the whole selection audit on one dataset (DESIGN §4).
+
+    resamples: prompt-level bootstrap resamples (0 skips intervals); seed: recorded
+    with the result, the same seed gives the same intervals; by: prompt attributes
+    (columns of the prompts table) to slice by besides the built-in slices
+    (InputError naming an unknown one); calls: the selector calls as `store.load_calls`
+    returns them, for the tables that need each call's slot order and seconds
+    (generator_slots, timing; None without them).
+    """
+    parts, slice_notes = slices.partitions(data, by)
+    table, ungated, slice_frame = evaluate_policies(data, evaluated_policies(data), parts, resamples, seed)
+    extra_outcomes = [o for o in (*ERROR_OUTCOMES, *SIDE_OUTCOMES) if o in data.outcomes]
     judges, positions, generators, flips, near_ties = _judge_tables(data, resamples, seed)
     return AuditResult(
         dataset_id=data.dataset_id,
@@ -421,7 +437,7 @@ def _judge_tables(data: AuditData, resamples: int, seed: int) -> tuple[pd.DataFr
     resamples and seed."""
     judges = data.judges
     return (
-        pd.DataFrame([position.judge_summary(data, j) for j in judges], columns=position.JUDGE_COLUMNS),
+        pd.DataFrame([position.judge_summary(data, j, resamples, seed) for j in judges], columns=position.JUDGE_COLUMNS),
         _concat([position.slot_table(data, j) for j in judges], position.SLOT_COLUMNS),
         _concat([position.generator_table(data, j, resamples, seed) for j in judges], position.GENERATOR_COLUMNS),
         _concat([position.flip_by_range(data, j, resamples, seed) for j in judges], position.FLIP_COLUMNS),

@@ -22,13 +22,26 @@ Two schemes (DESIGN §4, intervals):
        the lattice frequencies, computed by FFT (`lattice_sum_distribution`, on a window of
        at most MAX_WINDOW points that the sum leaves with probability below ALIAS_MASS), and
        each resample mean is an inverse-CDF draw from it (`lattice_means`);
-    2. at most n / FEW_DISTINCT distinct values (fractions rounded to 4 decimals): the counts
-       of the distinct values are Multinomial(n, frequency / n) (`multinomial_means`);
-    3. otherwise (a continuous score): index draws as above, from a generator spawned from
-       the statistic's (`Generator.spawn`), so not the study's stream.
-    Either way the intervals are an exact fixed-n percentile bootstrap in distribution (1.:
-    up to ALIAS_MASS of total variation and float rounding), with other random numbers
-    than the study's. Paths 1 and 2 draw from a stream keyed by the statistic's values, so a
+    2. at most MULTINOMIAL_UP_TO distinct values, and at most n / FEW_DISTINCT (fractions
+       rounded to 4 decimals): the counts of the distinct values are
+       Multinomial(n, frequency / n) (`multinomial_means`);
+    3. otherwise (a continuous score, or many distinct values off a lattice): path 1 on the
+       values rounded to a fine lattice (`rounded_lattice`), shifted by the mean rounding
+       residual ē so that the bootstrap is centred where the values' is. Coupled draw for draw
+       with a bootstrap of the values themselves, a resample mean moves by the mean of the
+       drawn residuals minus ē: with probability at least 1 − ROUNDING_DELTA, in every one of
+       the B resamples by less than Bernstein's t = (M·L/3 + √((M·L/3)² + 2n·v·L)) / n, with
+       v and M the residuals' variance and largest deviation from ē (M ≤ step) and
+       L = ln(2B / ROUNDING_DELTA); so each interval endpoint moves by less than t. The step
+       is chosen so that t ≤ ROUNDING_ERROR standard errors of the mean (sd / √n), a fifth of
+       the Monte-Carlo noise of a 95% endpoint at 10,000 resamples (≈ 0.027 standard errors),
+       unless the sum's window would then exceed MAX_WINDOW points (n above ~10⁵ for a
+       continuous score): the step is then the finest that fits and t larger. Only a value
+       set that cannot be put on MAX_WINDOW lattice points keeps index draws, from a generator
+       spawned from the statistic's (`Generator.spawn`), so not the study's stream.
+    The intervals are an exact fixed-n percentile bootstrap in distribution (1.: up to
+    ALIAS_MASS of total variation and float rounding; 3.: up to t), with other random numbers
+    than the study's. Paths 1–3 draw from a stream keyed by the statistic's values, so a
     statistic's draws depend on the seed and its own values, not on which other statistics
     share its length. Statistics of one length are then no longer paired resample by
     resample; none needs to be, as every fixed-n interval is of one statistic.
@@ -41,9 +54,10 @@ Two schemes (DESIGN §4, intervals):
   `rng.integers(0, N, size=(B, N))` at any N — and takes ratios of weighted sums, so both
   sides move with the same draws.
 
-Index draws become multinomial count weights (how often each value was drawn), a chunk of
-resamples at a time, and statistics are products of weight chunks with value matrices: no
-Python loop over resamples or prompts. A weight chunk stays around WEIGHT_BLOCK elements.
+Index draws become multinomial count weights (how often each value was drawn), a block of
+resamples at a time, and statistics are products of weight blocks with value matrices: no
+Python loop over single resamples or prompts. A weight block stays around DRAW_BLOCK counts
+(at least MIN_ROWS resamples), small enough to stay in cache between its counting and its product.
 Each generator's work (one length n, one pattern of group sizes) is independent of the
 others', so a few threads run them at once (results do not depend on the threads), with
 BLAS kept to one thread each: its many small products lose more to waking and spinning
@@ -60,11 +74,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import fft
+from scipy import fft, sparse
 from threadpoolctl import threadpool_limits
 
-WEIGHT_BLOCK = 50_000_000  # elements of the (b × n) weight chunk
-DRAW_BLOCK = 65_536  # elements of one index matrix turned into counts (cache-sized)
+DRAW_BLOCK = 131_072  # elements of one index matrix turned into counts (cache-sized)
+MIN_ROWS = 64  # resamples per weight block at least, so that products stay matrix products
 FLOAT32_ABOVE = 20_000  # prompts above which sums run in float32 (error ≪ bootstrap noise)
 WORKERS = min(4, os.cpu_count() or 1)  # threads drawing independent generators' resamples at once
 EXACT_DRAWS_UP_TO = 1_000  # fixed-n statistics over at most this many values get the study's (300 prompts) draws
@@ -74,6 +88,9 @@ LATTICE_DIVISORS = 64  # lattice steps tried: the smallest gap between distinct 
 ALIAS_MASS = 1e-12  # probability a lattice sum may fall outside the window its distribution is computed on
 MAX_WINDOW = 1 << 22  # longest window (points) of a lattice sum's distribution (32 MB of float64)
 FEW_DISTINCT = 16  # off a lattice, n / this distinct values at most: k binomials (~200 ns) beat n draws (~11 ns)
+MULTINOMIAL_UP_TO = 64  # and at most this many: B·k binomials would cost more than a rounded lattice's FFT
+ROUNDING_ERROR = 0.005  # bound t on a rounded lattice's shift of any resample mean, in standard errors of the mean
+ROUNDING_DELTA = 1e-3  # probability that some resample mean moves by more than t
 
 
 @dataclass(frozen=True)
@@ -83,6 +100,15 @@ class Lattice:
     origin: float
     step: float
     counts: np.ndarray
+
+
+@dataclass(frozen=True)
+class Rounded:
+    """Values rounded onto `lattice` (origin shifted by their mean residual) and the bound
+    `shift` that no resample mean moves beyond, but with probability ROUNDING_DELTA."""
+
+    lattice: Lattice
+    shift: float
 
 
 @dataclass(frozen=True)
@@ -100,28 +126,34 @@ def working_dtype(n: int) -> type:
 
 def count_weights(rng: np.random.Generator, resamples: int, n: int, dtype: type = np.float64) -> np.ndarray:
     """(resamples, n) multinomial counts: row r says how often each of n values was drawn in
-    row r of `rng.integers(0, n, size=(resamples, n))`. Rows sum to n.
-
-    The index matrix is drawn a few rows at a time; numpy's bounded integers continue one
-    stream, so the counts are those of the whole matrix drawn at once.
-    """
-    weights = np.zeros((resamples, n), dtype=dtype)
-    flat = weights.reshape(-1)
-    rows = max(1, DRAW_BLOCK // max(n, 1))
-    for start in range(0, resamples, rows):
-        r = min(rows, resamples - start)
-        index = rng.integers(0, n, size=(r, n), dtype=np.int64)
-        index += (np.arange(start, start + r, dtype=np.int64) * n)[:, None]
-        np.add.at(flat, index.ravel(), flat.dtype.type(1))  # unbuffered: repeated draws of a value all count
+    row r of `rng.integers(0, n, size=(resamples, n))`. Rows sum to n."""
+    weights = np.empty((resamples, n), dtype=dtype)
+    for start, stop, block in _weight_blocks(rng, resamples, n, dtype):
+        weights[start:stop] = block
     return weights
 
 
-def _weight_chunks(rng: np.random.Generator, resamples: int, n: int, dtype: type) -> Iterator[tuple[int, int, np.ndarray]]:
-    """Consecutive (start, stop, counts) blocks of `count_weights(rng, resamples, n)`."""
-    chunk = max(1, WEIGHT_BLOCK // max(n, 1))
-    for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
-        yield start, stop, count_weights(rng, stop - start, n, dtype)
+def _weight_blocks(rng: np.random.Generator, resamples: int, n: int, dtype: type) -> Iterator[tuple[int, int, np.ndarray]]:
+    """Consecutive (start, stop, counts) blocks of `count_weights(rng, resamples, n)`, about
+    DRAW_BLOCK counts (at least MIN_ROWS rows) each, in one buffer that the next block overwrites.
+
+    The index matrix is drawn a block of rows at a time (numpy's bounded integers continue one
+    stream, so the counts are those of the whole matrix drawn at once) and counted as a sparse
+    matrix with one entry per draw made dense (duplicates add up): a third of the time of
+    `np.add.at`, and the block stays in cache for the product that uses it.
+    """
+    rows = max(1, min(max(MIN_ROWS, DRAW_BLOCK // max(n, 1)), resamples))
+    buffer = np.empty((rows, n), dtype=dtype)
+    ones = np.ones(rows * n, dtype=dtype)
+    index_type = np.int32 if rows * n < 2**31 else np.int64  # the same stream whatever the integer type
+    row_starts = np.arange(0, rows * n + 1, n, dtype=index_type)
+    for start in range(0, resamples, rows):
+        r = min(rows, resamples - start)
+        index = rng.integers(0, n, size=r * n, dtype=index_type)
+        block = buffer[:r]
+        block.fill(0)
+        sparse.csr_array((ones[:r * n], index, row_starts[:r + 1]), shape=(r, n)).toarray(out=block)
+        yield start, start + r, block
 
 
 def _drawn_means(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
@@ -131,7 +163,7 @@ def _drawn_means(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np.
     dtype = working_dtype(n)
     xt = np.ascontiguousarray(x.T, dtype=dtype)
     out = np.empty((x.shape[1], resamples))
-    for start, stop, weights in _weight_chunks(rng, resamples, n, dtype):
+    for start, stop, weights in _weight_blocks(rng, resamples, n, dtype):
         out[:, start:stop] = xt @ weights.T
     out /= n
     return out
@@ -166,6 +198,44 @@ def _lattice(distinct: np.ndarray, counts: np.ndarray) -> Lattice | None:
         if np.abs(offsets - m * step).max() <= tol:
             return Lattice(origin, step, np.bincount(m.astype(np.int64), weights=counts).astype(np.int64))
     return None
+
+
+def rounded_lattice(distinct: np.ndarray, counts: np.ndarray, resamples: int) -> Rounded | None:
+    """The values `distinct` (ascending, finite, counts[i] of them at distinct[i]) rounded to the
+    lattice min + step·m, with the origin moved by the mean residual ē, and the Bernstein
+    bound t on how far that moves any of `resamples` resample means (module docstring, path 3).
+
+    step = ROUNDING_ERROR · sd · √(6 / L) makes t ≈ ROUNDING_ERROR · sd / √n for residuals
+    spread evenly over a step (variance step² / 12); a step is halved until t is within it,
+    and widened as needed for the sum's window to fit MAX_WINDOW. None when the values span
+    more than MAX_WINDOW steps of the step that fits (an extreme outlier).
+    """
+    n = int(counts.sum())
+    share = counts / n
+    sd = float(np.sqrt(share @ (distinct - share @ distinct) ** 2))
+    if not sd > 0:
+        return None
+    log_term = np.log(2 * max(resamples, 1) / ROUNDING_DELTA)
+    target = ROUNDING_ERROR * sd / np.sqrt(n)
+    step = ROUNDING_ERROR * sd * np.sqrt(6 / log_term)
+    origin = float(distinct[0])
+    for _ in range(8):
+        if (distinct[-1] - origin) / step >= MAX_WINDOW:
+            return None
+        m = np.rint((distinct - origin) / step).astype(np.int64)
+        lattice_counts = np.bincount(m, weights=counts)
+        width = _sum_window(lattice_counts / n, n)[1]
+        if width > MAX_WINDOW:  # too fine for the window: the finest step that fits
+            step *= width / MAX_WINDOW * 1.01
+            continue
+        residual = distinct - (origin + step * m)
+        centre = float(share @ residual)
+        third = float(np.abs(residual - centre).max()) * log_term / 3
+        shift = (third + np.sqrt(third * third + 2 * n * float(share @ (residual - centre) ** 2) * log_term)) / n
+        if shift <= target or 2 * width > MAX_WINDOW:  # within the bound, or as fine as the window allows
+            break
+        step /= 2
+    return Rounded(Lattice(origin + centre, step, lattice_counts.astype(np.int64)), shift)
 
 
 def _power(z: np.ndarray, n: int) -> np.ndarray:
@@ -249,9 +319,10 @@ def _mean_samples(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np
 
     n ≤ EXACT_DRAWS_UP_TO: `_drawn_means` with rng itself (every column the same draws).
     Above, per column: `lattice_means` on a lattice whose window fits MAX_WINDOW, else
-    `multinomial_means` when its distinct values number at most n / FEW_DISTINCT, each with a
-    generator keyed by the column's values (`_keyed`); the other columns `_drawn_means` with a
-    generator spawned from rng. rng's stream is left where it was.
+    `multinomial_means` when its distinct values are few, else `lattice_means` on the values
+    rounded (`rounded_lattice`), each with a generator keyed by the column's values (`_keyed`);
+    the other columns `_drawn_means` with a generator spawned from rng. rng's stream is left
+    where it was.
     """
     n = len(x)
     if n <= EXACT_DRAWS_UP_TO or resamples == 0:
@@ -264,8 +335,12 @@ def _mean_samples(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np
         lattice = _lattice(distinct, counts)
         if lattice is not None and _sum_window(lattice.counts / n, n)[1] <= MAX_WINDOW:
             out[k] = lattice_means(lattice, _keyed(child, distinct, counts), resamples)
-        elif len(distinct) * FEW_DISTINCT <= n and np.isfinite(distinct).all():
+        elif not (np.isfinite(distinct[0]) and np.isfinite(distinct[-1])):
+            drawn.append(k)
+        elif len(distinct) <= min(MULTINOMIAL_UP_TO, n / FEW_DISTINCT):
             out[k] = multinomial_means(distinct, counts, _keyed(child, distinct, counts), resamples)
+        elif (rounded := rounded_lattice(distinct, counts, resamples)) is not None:
+            out[k] = lattice_means(rounded.lattice, _keyed(child, distinct, counts), resamples)
         else:
             drawn.append(k)
     if drawn:
@@ -302,20 +377,23 @@ class FixedNMeans:
         self._means: list[float] = []
         self._every_level: list[bool] = []
         self._index: list[int] = []
-        self._seen: dict[bytes, int] = {}
+        self._seen: dict[tuple[int, float, float], list[int]] = defaultdict(list)
 
     def add(self, values: np.ndarray, every_level: bool = False) -> int:
         """Store the non-NaN entries of `values`; returns the vector's index. Only vectors
         added with `every_level` get intervals beyond the first level (each costs a partial sort)."""
         values = np.asarray(values, dtype=float)
         kept = values[~np.isnan(values)]
-        key = hashlib.blake2b(kept.tobytes(), digest_size=16).digest()
-        if key not in self._seen:
-            self._seen[key] = len(self._vectors)
+        total = float(kept.sum())
+        # a cheap signature finds the candidates, an exact comparison decides (hashing 10⁵ values costs more)
+        signature = (len(kept), total, float(kept[::7].sum()))
+        stored = next((i for i in self._seen[signature] if np.array_equal(self._vectors[i], kept)), None)
+        if stored is None:
+            stored = len(self._vectors)
+            self._seen[signature].append(stored)
             self._vectors.append(kept)
-            self._means.append(float(kept.mean()) if len(kept) else np.nan)
+            self._means.append(total / len(kept) if len(kept) else np.nan)  # as kept.mean() computes it
             self._every_level.append(False)
-        stored = self._seen[key]
         self._every_level[stored] |= every_level
         self._index.append(stored)
         return len(self._index) - 1
@@ -341,7 +419,8 @@ class FixedNMeans:
             return [(members[subset], _owned_intervals(samples[subset], wanted))
                     for subset, wanted in ((~every[members], levels[:1]), (every[members], levels)) if subset.any()]
 
-        groups = [np.array(m) for n, m in by_length.items() if n > 0] if resamples > 0 else []
+        # the longest first, so that no thread is left with a long length at the end
+        groups = [np.array(by_length[n]) for n in sorted(by_length, reverse=True) if n > 0] if resamples > 0 else []
         with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(WORKERS) as pool:  # independent draws per length
             for parts in pool.map(bounds, groups):
                 for members, intervals in parts:
@@ -375,7 +454,8 @@ def stratified_max(strata: list[list[np.ndarray]], resamples: int, seed: int) ->
         return best
 
     with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(WORKERS) as pool:  # a generator per size pattern
-        for members, best in zip(by_sizes.values(), pool.map(largest, by_sizes.keys(), by_sizes.values())):
+        patterns = sorted(by_sizes, key=sum, reverse=True)  # the most draws first
+        for members, best in zip((by_sizes[p] for p in patterns), pool.map(largest, patterns, (by_sizes[p] for p in patterns))):
             out[members] = best
     return out.T
 
@@ -391,7 +471,7 @@ def resampled_sums(values: np.ndarray, resamples: int, seed: int) -> ResampledSu
     dtype = working_dtype(n)
     x = np.ascontiguousarray(values, dtype=dtype)
     totals = np.empty((resamples, width), dtype=np.float64)
-    for start, stop, weights in _weight_chunks(np.random.default_rng(seed), resamples, n, dtype):
+    for start, stop, weights in _weight_blocks(np.random.default_rng(seed), resamples, n, dtype):
         totals[start:stop] = weights @ x
     return ResampledSums(totals)
 

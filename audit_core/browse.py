@@ -260,7 +260,7 @@ def candidate_table(data: AuditData, row: int, votes: pd.DataFrame) -> pd.DataFr
             table[outcome] = data.outcomes[outcome][row, :m]
     alignment_votes = votes.loc[votes["outcome"] == "alignment"] if not votes.empty else votes
     listed = (
-        alignment_votes.groupby("candidate_id")["value"].agg(lambda v: ", ".join(f"{x:g}" for x in v))
+        alignment_votes.groupby("candidate_id")["value"].agg(lambda v: ", ".join(f"{x + 0.0:g}" for x in v))  # + 0.0: no "-0"
         if not alignment_votes.empty
         else pd.Series(dtype=str)
     )

@@ -2,7 +2,8 @@
 
 A gate acts on a prompt or abstains; what it rejects is reported as the base
 judge's order-0 pick on the declined prompts (`rejected`), so every gate can be
-shown with what it keeps and what it rejects.
+shown with what it keeps and what it rejects. Gates built from several conditions
+are in `audit_core.gate_compose`.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ GATE_KINDS = {
     "order_gate": "order_gate_rejected",
     "judge_gate": "judge_gate_rejected",
     "scorer_gate": "scorer_gate_rejected",
+    "composed_gate": "composed_gate_rejected",  # audit_core.gate_compose
 }
 
 
@@ -50,7 +52,10 @@ GATE_COLUMNS = [
     "regret", "regret_lo", "regret_hi", "gain", "gain_lo", "gain_hi", "bmr", "bmr_lo", "bmr_hi", "bmr_random",
     "best", "random_regret", "random_utility", "utility", "ungated_regret", "ungated_gain", "ungated_bmr",
     "regret_vs_ungated", "regret_vs_ungated_lo", "regret_vs_ungated_hi",
+    "gain_vs_rejected", "gain_vs_rejected_lo", "gain_vs_rejected_hi",
+    "regret_vs_rejected", "regret_vs_rejected_lo", "regret_vs_rejected_hi",
 ]
+PAIRED = ("gain_vs_rejected", "regret_vs_rejected")  # kept minus rejected side, on the kept row
 
 
 def gate_table(policies: pd.DataFrame, ungated: pd.DataFrame) -> pd.DataFrame:
@@ -61,6 +66,9 @@ def gate_table(policies: pd.DataFrame, ungated: pd.DataFrame) -> pd.DataFrame:
     paired interval) the gate's regret minus it. side = rejected: the judge's
     order-0 pick on the declined prompts, which is the ungated judge itself.
     random_* is exact random choice on the same prompts in both sides.
+    gain_vs_rejected / regret_vs_rejected (with their joint-bootstrap intervals, from
+    the policies table) are the kept side's mean minus the rejected side's, on the kept
+    row; NaN on the rejected row.
     """
     by_name = policies.set_index("policy")
     rows = []
@@ -88,5 +96,8 @@ def gate_table(policies: pd.DataFrame, ungated: pd.DataFrame) -> pd.DataFrame:
                 base.update(ungated_regret=record["regret"], ungated_gain=record["gain"], ungated_bmr=record["bmr"],
                             regret_vs_ungated=0.0 if record["n"] else np.nan,
                             regret_vs_ungated_lo=np.nan, regret_vs_ungated_hi=np.nan)
+            for stat in PAIRED:
+                for key in (stat, f"{stat}_lo", f"{stat}_hi"):
+                    base[key] = gate.get(key, np.nan) if side == "kept" else np.nan
             rows.append(base)
     return pd.DataFrame(rows, columns=GATE_COLUMNS)

@@ -1,9 +1,10 @@
 """How a judge behaves across slots and orders: position bias, flips, entropy, generators.
 
 A *valid call* is a recorded call that returned a pick (status ok or recovered).
-Intervals on a group's mean (a flip group, a generator's order-0 picks) resample
-that group's values at fixed n with a generator seeded afresh for every group, as
-the published study does.
+Intervals on a group's mean (a flip group, a generator's order-0 picks, the judge's
+flip rate) resample that group's values at fixed n with a generator seeded afresh for
+every group, as the published study does. The first-slot share is a ratio over calls,
+and a prompt's orders travel together: its interval resamples prompts (`first_slot_interval`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from audit_core.votes import all_parsed, valid_picks, vote_counts
 JUDGE_COLUMNS = [
     "judge", "orders", "calls", "valid", "recovered", "failed", "parse_fail", "runtime_fail",
     "first_slot", "first_slot_uniform", "chi2", "chi2_df", "chi2_p", "flip_n", "flip_rate", "entropy",
+    "first_slot_lo", "first_slot_hi", "flip_rate_lo", "flip_rate_hi",
 ]
 SLOT_COLUMNS = ["judge", "m", "slot", "share", "uniform", "count"]
 GENERATOR_COLUMNS = [
@@ -262,13 +264,39 @@ def _fixed_n_interval(values: np.ndarray, resamples: int, seed: int) -> tuple[fl
     return (float(lo[0]), float(hi[0]))
 
 
-def judge_summary(data: AuditData, judge: str) -> dict[str, object]:
-    """Calls, statuses, first-slot share vs uniform, χ² test, flip rate and entropy.
+def first_slot_interval(first: np.ndarray, valid: np.ndarray, resamples: int, seed: int) -> tuple[float, float]:
+    """95% percentile interval of Σ_p first_p / Σ_p valid_p (the first-slot share of valid calls)
+    under a prompt-level bootstrap of the n prompts with a valid call (a prompt's orders travel together).
+
+    first_p: the prompt's valid calls choosing slot A; valid_p: its valid calls. n ≤
+    `bootstrap.EXACT_DRAWS_UP_TO`: resample b takes the prompts at row b of
+    `np.random.default_rng(seed).integers(0, n, size=(B, n))` (`bootstrap.resampled_sums`).
+    Above: how often each distinct (first, valid) pair is drawn is Multinomial(n, its share),
+    the same distribution with far fewer draws. NaN without such prompts or resamples.
+    """
+    keep = valid > 0
+    pairs = np.column_stack([first[keep], valid[keep]]).astype(float)
+    n = len(pairs)
+    if n == 0 or resamples == 0:
+        return (float("nan"), float("nan"))
+    if n <= bootstrap.EXACT_DRAWS_UP_TO:
+        totals = bootstrap.resampled_sums(pairs, resamples, seed).totals
+    else:
+        distinct, counts = np.unique(pairs, axis=0, return_counts=True)
+        totals = np.random.default_rng(seed).multinomial(n, counts / n, size=resamples) @ distinct
+    lo, hi = bootstrap.percentile_interval(bootstrap.ratio(totals[:, 0], totals[:, 1]))
+    return (float(lo[0]), float(hi[0]))
+
+
+def judge_summary(data: AuditData, judge: str, resamples: int = 10_000, seed: int = 0) -> dict[str, object]:
+    """Calls, statuses, first-slot share vs uniform, χ² test, flip rate and entropy, with 95% intervals.
 
     calls: recorded calls; valid: calls with a pick; recovered: valid calls the
     lenient adapter recovered; failed: parse or runtime failures. first_slot: share
-    of valid calls choosing slot A; first_slot_uniform: mean of 1/m over them.
-    flip_rate / entropy: over prompts where every order parsed (flip_n of them).
+    of valid calls choosing slot A, first_slot_lo / _hi its prompt-level bootstrap
+    interval (`first_slot_interval`); first_slot_uniform: mean of 1/m over them.
+    flip_rate / entropy: over prompts where every order parsed (flip_n of them);
+    flip_rate_lo / _hi: fixed-n bootstrap of the flip indicators of those prompts.
     """
     status = data.statuses[judge]
     valid, sizes = _valid_calls(data, judge)
@@ -278,6 +306,10 @@ def judge_summary(data: AuditData, judge: str) -> dict[str, object]:
     stat, df, p = slot_chi_square(data, judge)
     n_valid = int(valid.sum())
     slot = data.slots[judge][valid]
+    parsed = flip[~np.isnan(flip)]
+    first_lo, first_hi = first_slot_interval((valid & (data.slots[judge] == 0)).sum(axis=1), valid.sum(axis=1),
+                                             resamples, seed)
+    flip_lo, flip_hi = _fixed_n_interval(parsed, resamples, seed)
     return {
         "judge": judge,
         "orders": picks.shape[1],
@@ -292,7 +324,11 @@ def judge_summary(data: AuditData, judge: str) -> dict[str, object]:
         "chi2": stat,
         "chi2_df": df,
         "chi2_p": p,
-        "flip_n": int((~np.isnan(flip)).sum()),
-        "flip_rate": float(np.nanmean(flip)) if (~np.isnan(flip)).any() else np.nan,
+        "flip_n": len(parsed),
+        "flip_rate": float(parsed.mean()) if len(parsed) else np.nan,
         "entropy": float(np.nanmean(entropy)) if (~np.isnan(entropy)).any() else np.nan,
+        "first_slot_lo": first_lo,
+        "first_slot_hi": first_hi,
+        "flip_rate_lo": flip_lo,
+        "flip_rate_hi": flip_hi,
     }

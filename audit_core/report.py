@@ -3,9 +3,13 @@
 `findings_markdown` turns an `AuditResult` into a document a person can paste
 elsewhere. It states numbers and what their intervals include, never more: a
 gain whose interval contains 0 is reported as such, not as an improvement.
-Every string that comes from data (dataset, judge, policy and country names,
-the source note) is escaped so it renders literally in CommonMark/GFM and in
-Streamlit's Markdown (which also reads `:`, `$`, `~` and `^` as syntax).
+
+The row builders (`policy_rows`, `gate_rows`, `worst_country_rows`, `cultural_rows`,
+`slice_rows`, `timing_rows`, `judge_paragraph`) return plain text, shared with the
+HTML report (`findings.selection`); only `markdown_table` and the headings escape it,
+with `escape_markdown`: a character is escaped only where Markdown (CommonMark, GFM
+and Streamlit's extensions `:emoji:`, `:red[..]`, `$..$`) would read it as syntax,
+so a judge named `*x*` or `<script>` renders literally and ordinary text keeps no backslashes.
 """
 
 from __future__ import annotations
@@ -19,17 +23,36 @@ import pandas as pd
 from audit_core.analysis import AuditResult
 from audit_core.schema import ERROR_OUTCOMES
 
-_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~$:=^&\"'%@])")
+# (pattern, what it protects): each match gets a backslash before its first character
+_INLINE = re.compile(
+    r"[\\`*~$|^]"             # code, emphasis, strikethrough, LaTeX, table cells, superscript: anywhere
+    r"|(?<![^\W_])_|_(?![^\W_])"  # emphasis by underscore: never between two letters or digits
+    r"|\](?=[(\[:])"             # a link, reference or link definition: `](`, `][`, `]:`
+    r"|<(?=[A-Za-z/!?])"         # raw HTML, comments, autolinks
+    r"|&(?=#?[A-Za-z0-9]+;)"     # character references (&amp;)
+    r"|:(?=[A-Za-z])"            # Streamlit's :emoji: shortcodes and :colour[text] directives
+)
+_LINE_START = re.compile(r"^(?:([#>+=-])|(\d+)([.)]))")  # headings, quotes, lists, setext lines
 _SIMULATED = re.compile(r"\bsimulated\b", re.IGNORECASE)
 TABLE_KINDS = ("random", "oracle", "judge", "majority", "order_gate", "order_gate_rejected", "judge_gate",
                "judge_gate_rejected", "scorer", "scorer_gate", "scorer_gate_rejected")
 CULTURAL_KINDS = ("judge", "majority", "scorer")
 
 
-def escape_markdown(text: object) -> str:
-    """`text` with every Markdown-special ASCII punctuation mark backslash-escaped and
-    line breaks turned into spaces, so it renders literally, also inside a table cell."""
-    return _SPECIAL.sub(r"\\\1", str(text)).replace("\r", " ").replace("\n", " ")
+def escape_markdown(text: object, line_start: bool = False) -> str:
+    """`text` as Markdown that renders literally, on one line (line breaks become spaces).
+
+    Escapes only what Markdown would misread (see the module docstring): `*`, `` ` ``, `~`,
+    `$`, `|`, `^` and `\\` anywhere; `_` unless between letters or digits; `]` before `(`,
+    `[` or `:`; `<` before a tag; `&` of an entity; `:` before a letter; a trailing `#`. With
+    `line_start` (a paragraph's text), also a leading block marker (`#`, `>`, `-`, `+`, `=`, `1.`).
+    """
+    out = str(text).replace("\r", " ").replace("\n", " ")
+    out = _INLINE.sub(lambda m: "\\" + m.group(0), out.lstrip() if line_start else out)
+    out = re.sub(r"(\s)(#+\s*)$", lambda m: m.group(1) + "\\" + m.group(2), out)  # a heading's closing sequence
+    if line_start:  # leading blanks are dropped: four of them would start a code block
+        out = _LINE_START.sub(lambda m: "\\" + m.group(1) if m.group(1) else m.group(2) + "\\" + m.group(3), out, count=1)
+    return out
 
 
 def source_note(row: Mapping[str, object]) -> str:
@@ -51,20 +74,20 @@ def _missing(value: object) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
-def _num(value: object, signed: bool = False) -> str:
+def number(value: object, signed: bool = False) -> str:
     return "—" if _missing(value) else f"{float(value):+.3f}" if signed else f"{float(value):.3f}"
 
 
-def _pct(value: object) -> str:
+def percent(value: object) -> str:
     return "—" if _missing(value) else f"{float(value):.0%}"
 
 
-def _ci(lo: object, hi: object, fmt: Callable[..., str] = _num, **kw: bool) -> str:
+def interval(lo: object, hi: object, fmt: Callable[..., str] = number, **kw: bool) -> str:
     """" [lo, hi]" with the value's format, or "" without an interval."""
     return "" if _missing(lo) or _missing(hi) else f" [{fmt(lo, **kw)}, {fmt(hi, **kw)}]"
 
 
-def _excludes_zero(lo: object, hi: object, above: str, below: str) -> str:
+def zero_reading(lo: object, hi: object, above: str, below: str) -> str:
     """What a 95% interval says about 0, in words."""
     if _missing(lo) or _missing(hi):
         return "no interval"
@@ -72,12 +95,15 @@ def _excludes_zero(lo: object, hi: object, above: str, below: str) -> str:
     return f"interval excludes 0: {side}" if side else "interval includes 0"
 
 
-def _table(header: Sequence[str], rows: list[list[str]]) -> list[str]:
-    """Lines of a GFM table (cells must already be escaped)."""
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
+def markdown_table(header: Sequence[str], rows: list[list[str]]) -> list[str]:
+    """Lines of a GFM table of plain-text cells (each escaped here)."""
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(escape_markdown(c) for c in cells) + " |"
+    return [line(header), "|" + "---|" * len(header), *(line(r) for r in rows)]
 
 
-def _judge_paragraph(judge: Mapping[str, object], p: Mapping[str, object], prompts: int) -> str:
+
+def judge_paragraph(judge: Mapping[str, object], p: Mapping[str, object], prompts: int) -> str:
     """The headline sentences of one selector judge (its summary row and order-0 policy row)."""
     calls, parse_fail = int(judge["calls"]), int(judge["parse_fail"])
     share = f" ({parse_fail / calls:.1%} of calls)" if calls else ""
@@ -87,12 +113,12 @@ def _judge_paragraph(judge: Mapping[str, object], p: Mapping[str, object], promp
         return f"The order-0 pick never returned a valid image, so no selection measure is defined. {status}"
     bmr_words = ("more below-mean picks than random", "fewer below-mean picks than random")
     sentences = [
-        f"Order-0 pick on {int(p['n'])} of {prompts} prompts ({_pct(p['coverage'])} coverage).",
-        f"Gain over random {_num(p['gain'], True)}{_ci(p['gain_lo'], p['gain_hi'], signed=True)}"
-        f" ({_excludes_zero(p['gain_lo'], p['gain_hi'], 'above random', 'below random')});"
-        f" regret {_num(p['regret'])}{_ci(p['regret_lo'], p['regret_hi'])} vs {_num(p['random_regret'])} for random.",
-        f"Below-mean rate {_pct(p['bmr'])}{_ci(p['bmr_lo'], p['bmr_hi'], _pct)} vs random's matched"
-        f" {_pct(p['bmr_random'])} (difference: {_excludes_zero(p['bmr_delta_lo'], p['bmr_delta_hi'], *bmr_words)}).",
+        f"Order-0 pick on {int(p['n'])} of {prompts} prompts ({percent(p['coverage'])} coverage).",
+        f"Gain over random {number(p['gain'], True)}{interval(p['gain_lo'], p['gain_hi'], signed=True)}"
+        f" ({zero_reading(p['gain_lo'], p['gain_hi'], 'above random', 'below random')});"
+        f" regret {number(p['regret'])}{interval(p['regret_lo'], p['regret_hi'])} vs {number(p['random_regret'])} for random.",
+        f"Below-mean rate {percent(p['bmr'])}{interval(p['bmr_lo'], p['bmr_hi'], percent)} vs random's matched"
+        f" {percent(p['bmr_random'])} (difference: {zero_reading(p['bmr_delta_lo'], p['bmr_delta_hi'], *bmr_words)}).",
     ]
     p_value = judge["chi2_p"]
     if not _missing(p_value):
@@ -100,23 +126,37 @@ def _judge_paragraph(judge: Mapping[str, object], p: Mapping[str, object], promp
         verdict = ("slot shares differ from uniform at the 5% level" if float(p_value) < 0.05
                    else "no evidence at the 5% level that slot shares differ from uniform")
         chi2 = f"χ² = {float(judge['chi2']):.1f} (df {int(judge['chi2_df'])}), p {shown}"
-        sentences.append(f"First-slot share {_pct(judge['first_slot'])} of valid calls vs"
-                         f" {_pct(judge['first_slot_uniform'])} under uniform choice; {chi2}: {verdict}.")
+        sentences.append(f"First-slot share {percent(judge['first_slot'])} of valid calls vs"
+                         f" {percent(judge['first_slot_uniform'])} under uniform choice; {chi2}: {verdict}.")
     if int(judge["orders"]) < 2:
         sentences.append("One presentation order recorded: order flips are not measured.")
     elif int(judge["flip_n"]):
-        sentences.append(f"The returned image changes across the {int(judge['orders'])} orders on {_pct(judge['flip_rate'])}"
+        sentences.append(f"The returned image changes across the {int(judge['orders'])} orders on {percent(judge['flip_rate'])}"
                          f" of the {int(judge['flip_n'])} prompts where every order parsed.")
     else:
         sentences.append("No prompt parsed in every order, so the flip rate is undefined.")
     return " ".join([*sentences, status])
 
 
-def _gain(row: Mapping[str, object]) -> str:
-    return _num(row["gain"], True) + _ci(row["gain_lo"], row["gain_hi"], signed=True)
+def gain_text(row: Mapping[str, object]) -> str:
+    return number(row["gain"], True) + interval(row["gain_lo"], row["gain_hi"], signed=True)
 
 
-def _gate_rows(gates: pd.DataFrame, policies: pd.DataFrame) -> list[list[str]]:
+POLICY_HEADER = ("policy", "n", "coverage", "gain [95% CI]", "regret [95% CI]", "BMR vs random")
+
+
+def policy_rows(policies: pd.DataFrame, kinds: Sequence[str] = TABLE_KINDS) -> list[list[str]]:
+    """Per policy of `kinds`: n, coverage, gain and regret with their intervals, BMR next to random's."""
+    return [[str(r["policy"]), str(int(r["n"])), percent(r["coverage"]), gain_text(r),
+             number(r["regret"]) + interval(r["regret_lo"], r["regret_hi"]), f"{percent(r['bmr'])} vs {percent(r['bmr_random'])}"]
+            for r in policies[policies["kind"].isin(kinds)].to_dict("records")]
+
+
+GATE_HEADER = ("gate", "kept n (coverage)", "kept gain [95% CI]", "ungated gain on kept", "rejected n (coverage)",
+               "rejected gain [95% CI]", "kept − rejected [95% CI]", "reading")
+
+
+def gate_rows(gates: pd.DataFrame, policies: pd.DataFrame) -> list[list[str]]:
     """Per gate: kept and rejected sides, the ungated judge on the kept prompts, and the kept
     minus rejected gain with its joint interval (all prompts resampled together)."""
     by_name = policies.set_index("policy")
@@ -128,31 +168,38 @@ def _gate_rows(gates: pd.DataFrame, policies: pd.DataFrame) -> list[list[str]]:
         if int(kept["n"]) == 0 or int(rej["n"]) == 0:
             reading = "keeps nothing" if int(kept["n"]) == 0 else "rejects nothing"
         else:
-            reading = _excludes_zero(lo, hi, "kept above rejected", "kept below rejected")
-        rows.append([escape_markdown(gate), f"{int(kept['n'])} ({_pct(kept['coverage'])})", _gain(kept),
-                     _num(kept["ungated_gain"], True), f"{int(rej['n'])} ({_pct(rej['coverage'])})", _gain(rej),
-                     _num(diff["gain_vs_rejected"], True) + _ci(lo, hi, signed=True), reading])
+            reading = zero_reading(lo, hi, "kept above rejected", "kept below rejected")
+        rows.append([str(gate), f"{int(kept['n'])} ({percent(kept['coverage'])})", gain_text(kept),
+                     number(kept["ungated_gain"], True), f"{int(rej['n'])} ({percent(rej['coverage'])})", gain_text(rej),
+                     number(diff["gain_vs_rejected"], True) + interval(lo, hi, signed=True), reading])
     return rows
 
 
-def _worst_country_rows(result: AuditResult) -> list[list[str]]:
+WORST_COUNTRY_HEADER = ("judge", "worst country", "regret [95% CI]", "random, same prompts", "acted on (coverage)",
+                        "countries covered")
+
+
+def worst_country_rows(result: AuditResult) -> list[list[str]]:
     """Per judge: the covered country with the highest regret of the order-0 pick."""
     rows = []
     for name in result.judges["judge"]:
         groups = result.groups[result.groups["policy"] == name]
         covered = groups[groups["n"] > 0]
         if covered.empty:
-            rows.append([escape_markdown(name), "—", "—", "—", "—", f"0 of {len(groups)}"])
+            rows.append([str(name), "—", "—", "—", "—", f"0 of {len(groups)}"])
             continue
         w = covered.loc[covered["regret"].idxmax()]
         # random's regret on the same prompts is h* − h̄ = gain + regret
-        rows.append([escape_markdown(name), escape_markdown(w["country"]),
-                     _num(w["regret"]) + _ci(w["regret_lo"], w["regret_hi"]), _num(w["regret"] + w["gain"]),
-                     f"{int(w['n'])} of {int(w['prompts'])} ({_pct(w['coverage'])})", f"{len(covered)} of {len(groups)}"])
+        rows.append([str(name), str(w["country"]),
+                     number(w["regret"]) + interval(w["regret_lo"], w["regret_hi"]), number(w["regret"] + w["gain"]),
+                     f"{int(w['n'])} of {int(w['prompts'])} ({percent(w['coverage'])})", f"{len(covered)} of {len(groups)}"])
     return rows
 
 
-def _cultural_rows(cultural: pd.DataFrame) -> list[list[str]] | None:
+CULTURAL_HEADER = ("policy", "error", "pools", "n", "delta", "95% CI", "Bonferroni CI", "reading")
+
+
+def cultural_rows(cultural: pd.DataFrame) -> list[list[str]] | None:
     """Error deltas of judges, majority votes and scorers whose interval excludes 0 (the
     Bonferroni interval where there is one); None when there is no error delta at all."""
     errors = cultural[cultural["outcome"].isin(ERROR_OUTCOMES) & cultural["kind"].isin(CULTURAL_KINDS)]
@@ -160,9 +207,9 @@ def _cultural_rows(cultural: pd.DataFrame) -> list[list[str]] | None:
         return None
     bonf = errors["delta_lo_bonf"].notna() & errors["delta_hi_bonf"].notna()
     lo, hi = errors["delta_lo_bonf"].where(bonf, errors["delta_lo"]), errors["delta_hi_bonf"].where(bonf, errors["delta_hi"])
-    return [[escape_markdown(r["policy"]), r["outcome"].replace("_", " "), r["subset"], str(int(r["n"])),
-             _num(r["delta"], True), _ci(r["delta_lo"], r["delta_hi"], signed=True).strip() or "—",
-             _ci(r["delta_lo_bonf"], r["delta_hi_bonf"], signed=True).strip() or "—",
+    return [[str(r["policy"]), r["outcome"].replace("_", " "), r["subset"], str(int(r["n"])),
+             number(r["delta"], True), interval(r["delta_lo"], r["delta_hi"], signed=True).strip() or "—",
+             interval(r["delta_lo_bonf"], r["delta_hi_bonf"], signed=True).strip() or "—",
              "fewer errors than random" if r["delta"] < 0 else "more errors than random"]
             for r in errors[(lo > 0) | (hi < 0)].to_dict("records")]
 
@@ -184,22 +231,22 @@ def _slice_section(result: AuditResult) -> list[str]:
             cells = []
             for judge in judges:
                 r = rows.loc[(name, value, judge)]
-                cells.append(f"{_num(r['gain'], True)}{_ci(r['gain_lo'], r['gain_hi'], signed=True)} (n {int(r['n'])})")
-            body.append([escape_markdown(name), escape_markdown(value), str(prompts), *cells])
-    return [*out, *_table(["slice", "value", "prompts", *(f"{escape_markdown(j)} gain [95% CI]" for j in judges)], body), ""]
+                cells.append(f"{number(r['gain'], True)}{interval(r['gain_lo'], r['gain_hi'], signed=True)} (n {int(r['n'])})")
+            body.append([str(name), str(value), str(prompts), *cells])
+    return [*out, *markdown_table(["slice", "value", "prompts", *(f"{j} gain [95% CI]" for j in judges)], body), ""]
 
 
 def _timing_section(timing: pd.DataFrame | None) -> list[str]:
     """Lines of the output-validity and timing section (none until a timing table is attached)."""
     if timing is None or timing.empty:
         return []
-    body = [[escape_markdown(r["judge"]), str(int(r["calls"])), str(int(r["valid"])), str(int(r["recovered"])),
-             str(int(r["failed"])), str(int(r["not_json"])), _num(r["seconds_median"]), _num(r["prompt_seconds_one_order"]),
-             _num(r["prompt_seconds_all_orders"]), _num(r["hours_all_orders"])] for r in timing.to_dict("records")]
+    body = [[str(r["judge"]), str(int(r["calls"])), str(int(r["valid"])), str(int(r["recovered"])),
+             str(int(r["failed"])), str(int(r["not_json"])), number(r["seconds_median"]), number(r["prompt_seconds_one_order"]),
+             number(r["prompt_seconds_all_orders"]), number(r["hours_all_orders"])] for r in timing.to_dict("records")]
     return ["## Output validity and timing", "",
             "valid: accepted by the strict parser; recovered: by the lenient one; not JSON: not JSON at all. "
             "Seconds as recorded with every call.", "",
-            *_table(["judge", "calls", "valid", "recovered", "failed", "not JSON", "median s per call",
+            *markdown_table(["judge", "calls", "valid", "recovered", "failed", "not JSON", "median s per call",
                      "s per prompt, one order", "s per prompt, all orders", "hours, all orders"], body), ""]
 
 
@@ -227,12 +274,9 @@ def findings_markdown(result: AuditResult, *, dataset: str, source_note: str | N
         out += ["No selector judge is recorded on this dataset; only random, the oracle and content scorers are audited.", ""]
     order0 = policies[policies["kind"] == "judge"].set_index("policy")
     for judge in result.judges.to_dict("records"):
-        out += [f"### {e(judge['judge'])}", "", _judge_paragraph(judge, order0.loc[judge["judge"]], prompts), ""]
+        out += [f"### {e(judge['judge'])}", "", judge_paragraph(judge, order0.loc[judge["judge"]], prompts), ""]
 
-    rows = [[e(r["policy"]), str(int(r["n"])), _pct(r["coverage"]), _gain(r),
-             _num(r["regret"]) + _ci(r["regret_lo"], r["regret_hi"]), f"{_pct(r['bmr'])} vs {_pct(r['bmr_random'])}"]
-            for r in policies[policies["kind"].isin(TABLE_KINDS)].to_dict("records")]
-    out += ["## Policies", "", *_table(["policy", "n", "coverage", "gain [95% CI]", "regret [95% CI]", "BMR vs random"], rows),
+    out += ["## Policies", "", *markdown_table(POLICY_HEADER, policy_rows(policies)),
             "", "## Gates: kept vs rejected", ""]
     if result.gates.empty:
         out += ["No gate can be formed: it needs several orders, several judges or a scorer.", ""]
@@ -240,21 +284,18 @@ def findings_markdown(result: AuditResult, *, dataset: str, source_note: str | N
         out += ["Gain over random on the prompts each gate keeps (next to the ungated judge's order-0 pick on the same "
                 "prompts) and on the prompts it rejects (where the ungated judge is what users get); the difference "
                 "kept − rejected resamples all prompts jointly.", "",
-                *_table(["gate", "kept n (coverage)", "kept gain [95% CI]", "ungated gain on kept", "rejected n (coverage)",
-                         "rejected gain [95% CI]", "kept − rejected [95% CI]", "reading"],
-                        _gate_rows(result.gates, policies)), ""]
+                *markdown_table(GATE_HEADER, gate_rows(result.gates, policies)), ""]
 
     if not result.judges.empty:
         out += ["## Worst country per judge", "",
                 "Country with the highest mean regret of each judge's order-0 pick; a country where the judge returned "
                 "nothing has zero coverage and undefined (not zero) regret.", "",
-                *_table(["judge", "worst country", "regret [95% CI]", "random, same prompts", "acted on (coverage)",
-                         "countries covered"], _worst_country_rows(result)), ""]
+                *markdown_table(WORST_COUNTRY_HEADER, worst_country_rows(result)), ""]
 
     out += _slice_section(result)
     out += _timing_section(result.timing)
     out += ["## Cultural errors", ""]
-    cultural = _cultural_rows(result.cultural)
+    cultural = cultural_rows(result.cultural)
     if cultural is None:
         out += ["The dataset has no cultural-error ratings, or no judge or scorer to compare."]
     elif not cultural:
@@ -263,5 +304,5 @@ def findings_markdown(result: AuditResult, *, dataset: str, source_note: str | N
         out += ["Error rate of the chosen image minus random's on the same prompts (negative = fewer errors), where the "
                 "interval excludes 0 (Bonferroni-adjusted over the three error types when available). Sensitive pools: "
                 "candidates differ in that error. Gates' deltas are in cultural.csv.", "",
-                *_table(["policy", "error", "pools", "n", "delta", "95% CI", "Bonferroni CI", "reading"], cultural)]
+                *markdown_table(CULTURAL_HEADER, cultural)]
     return "\n".join(out).rstrip() + "\n"

@@ -23,8 +23,20 @@ import pandas as pd
 import pyarrow as pa
 
 from audit_core.errors import DatabaseFileError, DatabaseHeld, InputError
-from audit_core.records import CallRecord, DatasetRecord, RatingCallRecord, RunRecord, ScoreRecord, utc_now
+from audit_core.records import (
+    CallRecord,
+    DatasetRecord,
+    GoldLabelRecord,
+    LabelAnswerRecord,
+    LabelCallRecord,
+    RatingCallRecord,
+    RunRecord,
+    ScoreRecord,
+    TaxonomyRecord,
+    utc_now,
+)
 from audit_core.schema import RUN_RECORD_TABLES, SCHEMA_SQL
+from audit_core.taxonomy import Taxonomy, parse_taxonomy
 
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "datasets": tuple(f.name for f in dataclasses.fields(DatasetRecord)),
@@ -44,6 +56,10 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "calls": tuple(f.name for f in dataclasses.fields(CallRecord)),
     "scores": tuple(f.name for f in dataclasses.fields(ScoreRecord)),
     "rating_calls": tuple(f.name for f in dataclasses.fields(RatingCallRecord)),
+    "taxonomies": tuple(f.name for f in dataclasses.fields(TaxonomyRecord)),
+    "gold_labels": tuple(f.name for f in dataclasses.fields(GoldLabelRecord)),
+    "label_calls": tuple(f.name for f in dataclasses.fields(LabelCallRecord)),
+    "label_answers": tuple(f.name for f in dataclasses.fields(LabelAnswerRecord)),
 }
 
 LOCK_WAIT_ENV = "JUDGE_AUDIT_LOCK_WAIT"
@@ -267,12 +283,13 @@ def finish_run(con: duckdb.DuckDBPyConnection, run_id: str, status: str) -> None
 
 
 def list_datasets(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """Datasets with their prompt and candidate counts, newest first."""
+    """Datasets with their prompt and candidate counts and their number of selector runs, newest first."""
     return con.execute(
         """
         SELECT d.dataset_id, d.name, d.source, d.source_revision, d.created_at, d.notes,
                (SELECT count(*) FROM prompts p WHERE p.dataset_id = d.dataset_id) AS prompts,
-               (SELECT count(*) FROM candidates c WHERE c.dataset_id = d.dataset_id) AS candidates
+               (SELECT count(*) FROM candidates c WHERE c.dataset_id = d.dataset_id) AS candidates,
+               (SELECT count(*) FROM runs r WHERE r.dataset_id = d.dataset_id AND r.kind = 'selector') AS selectors
         FROM datasets d ORDER BY d.created_at DESC, d.dataset_id
         """
     ).df()
@@ -412,6 +429,42 @@ def load_rating_calls(con: duckdb.DuckDBPyConnection, dataset_id: str) -> pd.Dat
         FROM rating_calls c JOIN runs r USING (run_id)
         WHERE r.dataset_id = ? AND r.kind = 'rater'
         ORDER BY r.judge, c.condition, c.candidate_id
+        """,
+        [dataset_id],
+    ).df()
+
+
+def load_taxonomy(con: duckdb.DuckDBPyConnection, dataset_id: str) -> Taxonomy | None:
+    """The taxonomy a dataset's gold labels were checked against (its sha256 that of the file
+    it was read from), or None when the dataset has none."""
+    row = con.execute("SELECT taxonomy_json, sha256 FROM taxonomies WHERE dataset_id = ?", [dataset_id]).fetchone()
+    if row is None:
+        return None
+    parsed = parse_taxonomy(row[0].encode(), f"the taxonomy stored with dataset {dataset_id!r}")
+    return dataclasses.replace(parsed, sha256=row[1])
+
+
+def load_gold_labels(con: duckdb.DuckDBPyConnection, dataset_id: str) -> pd.DataFrame:
+    """Gold labels: candidate_id, attribute, label; one row per (image, attribute)."""
+    return con.execute(
+        "SELECT candidate_id, attribute, label FROM gold_labels WHERE dataset_id = ? ORDER BY candidate_id, attribute",
+        [dataset_id],
+    ).df()
+
+
+def load_label_answers(con: duckdb.DuckDBPyConnection, dataset_id: str) -> pd.DataFrame:
+    """Attribute-judge answers joined to their call and judge: one row per (judge, condition, image, attribute).
+
+    Columns: judge, backend, condition, candidate_id, attribute, status (schema.LABEL_ANSWER_STATUSES),
+    label (None unless 'ok'), answer, rationale, call_status, raw_output, parse_note, run_id, request_key.
+    """
+    return con.execute(
+        """
+        SELECT r.judge, r.backend, a.condition, a.candidate_id, a.attribute, a.status, a.label, a.answer,
+               a.rationale, c.status AS call_status, c.raw_output, c.parse_note, a.run_id, a.request_key
+        FROM label_answers a JOIN runs r USING (run_id) LEFT JOIN label_calls c USING (request_key)
+        WHERE r.dataset_id = ? AND r.kind = 'labeler'
+        ORDER BY r.judge, a.condition, a.candidate_id, a.attribute
         """,
         [dataset_id],
     ).df()

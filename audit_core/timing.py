@@ -18,6 +18,8 @@ order_index, status, raw_output, parse_note, seconds, ...). One row per judge:
   = mean of the seconds summed over the K orders, all_over_one = their ratio
   (below K when order 0 carries warm-up outliers), hours_one_order and
   hours_all_orders = the summed seconds / 3600.
+
+`gate_cost` turns the judges' seconds into what each multi-call policy costs per prompt.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ TIMING_COLUMNS = [
     "prompt_seconds_all_orders", "all_over_one", "hours_one_order", "hours_all_orders",
 ]
 
+GATE_COST_COLUMNS = ["policy", "base_judge", "partner", "kind", "coverage", "judge_calls", "seconds_per_prompt",
+                     "over_one"]
+ALL_ORDERS_KINDS = ("majority", "order_gate")  # policies that need every order of their judge
+PAIR_KINDS = ("judge_gate", "scorer_gate")  # policies that need the order-0 call of their judge and of a partner
+
 _JSON_FLAG = re.compile(r"\bjson_valid=(true|false)\b")
 _FENCE = re.compile(r"\A```[A-Za-z]*[ \t]*\n(.*)\n[ \t]*```\Z", re.DOTALL)
 
@@ -42,6 +49,37 @@ def timing_table(calls: pd.DataFrame) -> pd.DataFrame:
     """One row per judge (sorted by name); see the module docstring for every column."""
     rows = [_judge_row(str(judge), part) for judge, part in calls.groupby("judge", sort=True)]
     return pd.DataFrame(rows, columns=TIMING_COLUMNS)
+
+
+def gate_cost(timing: pd.DataFrame, policies: pd.DataFrame) -> pd.DataFrame:
+    """Seconds per prompt of every policy that needs more than its judge's order-0 call, against that call.
+
+    timing: `timing_table` rows; policies: the audit's policy rows (policy, kind, base_judge,
+    partner, coverage). Majority and order-agreement gates call their judge in all K orders:
+    judge_calls = K, seconds_per_prompt = prompt_seconds_all_orders, over_one = all_over_one.
+    A cross-judge gate calls both judges once: judge_calls = 2, seconds = the sum of their
+    prompt_seconds_one_order, over_one = that / the base judge's. A scorer gate adds the
+    scorer to one judge call: judge_calls = 1, and its seconds and ratio are NaN (scorers
+    record no seconds). Rows in the policies' order; NaN where a judge has no timed prompts.
+    """
+    by_judge = timing.set_index("judge")
+    one = by_judge["prompt_seconds_one_order"]
+    rows = []
+    for p in policies[policies["kind"].isin([*ALL_ORDERS_KINDS, *PAIR_KINDS])].itertuples():
+        base = one.get(p.base_judge, np.nan)
+        if p.kind in ALL_ORDERS_KINDS:
+            known = p.base_judge in by_judge.index
+            calls = int(by_judge.at[p.base_judge, "orders"]) if known else pd.NA
+            seconds = by_judge.at[p.base_judge, "prompt_seconds_all_orders"] if known else np.nan
+        elif p.kind == "judge_gate":
+            calls, seconds = 2, base + one.get(p.partner, np.nan)
+        else:
+            calls, seconds = 1, np.nan
+        rows.append((p.policy, p.base_judge, p.partner, p.kind, p.coverage, calls, float(seconds),
+                     float(seconds / base) if base > 0 else np.nan))
+    frame = pd.DataFrame(rows, columns=GATE_COST_COLUMNS)
+    frame["judge_calls"] = frame["judge_calls"].astype("Int64")
+    return frame
 
 
 def is_not_json(raw: object, note: object) -> bool:

@@ -3,9 +3,10 @@
     python -m benchmarks.synthetic --db PATH --prompts N [--judges 3] [--orders 3] [--seed 0]
 
 Pools look like CulturalFrames: 10 countries x 5 categories, 3 or 4 candidates
-from 4 generators, mean annotator ratings on a 1/12 grid, cultural-error rates,
-image quality and overall satisfaction. Judges mix a content signal with a slot
-prior (a slot-A lover, a nearly unbiased judge, a slot-B lover that sometimes
+from 4 generators, mean annotator ratings on a 1/12 grid, cultural-error rates as
+shares of the 3 annotators (stereotype) or on sixths, image quality and overall
+satisfaction: every rating on a grid, as real studies record them. Judges mix a
+content signal with a slot prior (a slot-A lover, a nearly unbiased judge, a slot-B lover that sometimes
 breaks the format, …) over `n_orders` cyclic rotations; an optional CLIP-like
 scorer scores each image alone. Every table is built as whole columns and written
 with `audit_core.store.insert_frame`: no Python loop per row.
@@ -94,7 +95,8 @@ def build_synthetic_db(
     alignment = np.round(12 / (1 + np.exp(-(latent + 0.9)))) / 12
     outcomes = {
         "alignment": alignment,
-        "stereotype": np.clip(rng.beta(1, 7, size=latent.shape) + 0.02 * rng.normal(size=latent.shape), 0, 1),
+        # the share of an image's 3 annotators who flag a stereotype, as CulturalFrames records it
+        "stereotype": rng.binomial(3, rng.beta(1, 7, size=latent.shape)) / 3,
         "missing_explicit": np.clip(np.round(6 * (1 - alignment) * rng.random(latent.shape)) / 6, 0, 1),
         "missing_implicit": np.clip(np.round(6 * (1 - alignment) * rng.random(latent.shape) * 0.7) / 6, 0, 1),
         "image_quality": np.clip(np.round(12 * (0.75 + 0.15 * rng.normal(size=latent.shape))) / 12, 0, 1),

@@ -1,18 +1,27 @@
 """Run the selection audit (and the rating audit, where there is rating data) on one dataset and write its tables.
 
-    python -m runners.analyze --db DB --dataset NAME --out DIR [--resamples N] [--seed S]
-        [--by COLUMN ...] [--pool NAME]
+    python -m runners.analyze --db DB --dataset NAME (--out DIR | --cache-only) [--resamples N]
+        [--seed S] [--by COLUMN ...] [--pool NAME]
 
 Writes DIR/summary.json, DIR/report.md (the findings in Markdown) and one CSV per
 table: policies, judges, positions, generators, generator_slots, flips_by_range,
 flips_by_near_ties, groups, cultural, risk_coverage, gates, slices, composition and
 timing; and, when the dataset has rating runs or votes on the rubric outcome,
 alignment, tilt, reliability, pool_agreement and wilcoxon (with the same rows under
-`alignment`, `tilt` and `reliability` in summary.json). `--by COLUMN` (repeatable)
+`alignment`, `tilt` and `reliability` in summary.json); and, when it has attribute
+judges' answers, attributes, confusion and attributes_by_label (with the cells and each
+judge's macro means under `attributes` in summary.json); and, when it has rating calls and
+content-scorer runs, rubric_vs_scorer (each rating judge's rubric rescaled to [-1, 1] beside
+each scorer: Pearson and Spearman with intervals) and rubric_vs_scorer_items. `--by COLUMN` (repeatable)
 adds a slice by another prompt attribute to slices.csv; `--pool NAME` takes that
 reference pool's consensus as the selection audit's utility (default `all`). Exit
 status 2 with a message naming what is wrong for an unknown database, dataset, pool
 or `--by` column.
+
+The selection and rating audits are kept in `<db stem>_cache/` beside the database
+(`audit_core.audit_cache`, keyed by the dataset's content, resamples, seed, pool and
+slices): an unchanged dataset is not audited again, and the app opens what this
+command computed. `--cache-only` fills that cache and writes nothing else.
 """
 
 from __future__ import annotations
@@ -24,11 +33,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from audit_core import store
+from audit_core import audit_cache, store
 from audit_core.analysis import AuditResult, audit
+from audit_core.attribute_audit import AttributeAuditResult, attribute_audit, load_attribute_data
 from audit_core.audit_data import load_audit_data
 from audit_core.errors import DatabaseFileError, InputError
 from audit_core.rating_audit import RatingAuditResult, consensus_pools, load_rating_data, rating_audit
+from audit_core.rubric_vs_scorer import RubricVsScorer, rubric_vs_scorer
 from audit_core.report import escape_markdown, findings_markdown, source_note
 
 
@@ -47,16 +58,21 @@ def write_result(
     out: Path,
     note: str | None = None,
     rating: RatingAuditResult | None = None,
+    attributes: AttributeAuditResult | None = None,
+    rubric: RubricVsScorer | None = None,
 ) -> list[Path]:
     """Write summary.json, report.md (with the source `note`) and every table (the selection
-    audit's, then the rating audit's) as CSV into `out`; returns the paths written.
+    audit's, the rating audit's, then the attribute audit's) as CSV into `out`; returns the paths written.
 
-    Either audit may be absent (None): a rating study without alignment ratings has no
-    selection audit, a selection dataset without rating data no rating audit.
+    Any audit may be absent (None): a rating study without alignment ratings has no
+    selection audit, a selection dataset without rating data no rating audit, a dataset
+    without attribute judges no attribute audit.
     """
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    tables = {**(result.tables() if result is not None else {}), **(rating.tables() if rating is not None else {})}
+    tables = {**(result.tables() if result is not None else {}), **(rating.tables() if rating is not None else {}),
+              **(attributes.tables() if attributes is not None else {}),
+              **(rubric.tables() if rubric is not None else {})}
     for name, frame in tables.items():
         path = out / f"{name}.csv"
         frame.to_csv(path, index=False)
@@ -64,12 +80,15 @@ def write_result(
     if result is not None:
         summary = result.to_summary()
     else:
-        summary = {"dataset": rating.dataset_id, "resamples": rating.resamples, "seed": rating.seed,
+        other = rating if rating is not None else attributes
+        summary = {"dataset": other.dataset_id, "resamples": other.resamples, "seed": other.seed,
                    "policies": None, "notes": ["no selection audit: the dataset has no alignment ratings"]}
     if rating is not None:
         rating_summary = rating.to_summary()
         summary["rating"] = {k: v for k, v in rating_summary.items() if k not in RATING_SUMMARY_KEYS}
         summary.update({k: rating_summary[k] for k in RATING_SUMMARY_KEYS})
+    if attributes is not None:
+        summary["attributes"] = attributes.to_summary()
     path = out / "summary.json"
     path.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     written.append(path)
@@ -77,10 +96,13 @@ def write_result(
     if result is not None:
         text = findings_markdown(result, dataset=result.dataset_id, source_note=note)
     else:
-        text = (f"# Findings: {escape_markdown(rating.dataset_id)}\n\n"
+        audits = [*(["The rating audit's tables are alignment.csv, tilt.csv, reliability.csv, pool_agreement.csv "
+                     "and wilcoxon.csv."] if rating is not None else []),
+                  *(["The attribute audit's tables are attributes.csv, confusion.csv and attributes_by_label.csv."]
+                    if attributes is not None else [])]
+        text = (f"# Findings: {escape_markdown(summary['dataset'])}\n\n"
                 + (f"{note}\n\n" if note else "")
-                + "No selection audit: the dataset has no alignment ratings. The rating audit's tables "
-                  "are alignment.csv, tilt.csv, reliability.csv, pool_agreement.csv and wilcoxon.csv.\n")
+                + " ".join(["No selection audit: the dataset has no alignment ratings.", *audits]) + "\n")
     path.write_text(text, encoding="utf-8")
     written.append(path)
     return written
@@ -92,14 +114,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--db", required=True, help="DuckDB store")
     parser.add_argument("--dataset", required=True, help="dataset id in the store")
-    parser.add_argument("--out", required=True, type=Path, help="directory for summary.json and the CSV tables")
+    parser.add_argument("--out", type=Path, help="directory for summary.json and the CSV tables")
     parser.add_argument("--resamples", type=non_negative, default=10_000, help="bootstrap resamples (default 10000)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed, recorded in summary.json (default 0)")
     parser.add_argument("--by", action="append", default=[], metavar="COLUMN",
                         help="also slice by this column of the prompts table (repeatable)")
     parser.add_argument("--pool", default="all",
                         help="reference pool whose consensus is the selection audit's utility (default all)")
+    parser.add_argument("--cache-only", action="store_true",
+                        help="only compute the audits into the cache beside the database (what the app opens), "
+                             "writing no files")
     args = parser.parse_args(argv)
+    if args.out is None and not args.cache_only:
+        parser.error("give --out DIR (or --cache-only)")
 
     db = Path(args.db)
     if not db.exists():
@@ -118,27 +145,45 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         pools = consensus_pools(con, args.dataset)
         rating_data = load_rating_data(con, args.dataset)
-        if args.pool not in pools and (pools or rating_data is None):
+        scores = store.load_scores(con, args.dataset)
+        attribute_data = load_attribute_data(con, args.dataset)
+        if args.pool not in pools and (pools or (rating_data is None and attribute_data is None)):
             hint = f"; choose one with --pool NAME (pools: {', '.join(pools)})" if pools else ""
             print(f"error: dataset {args.dataset!r} has no alignment ratings in pool {args.pool!r}{hint}",
                   file=sys.stderr)
             return 2
         data = load_audit_data(con, args.dataset, pool=args.pool) if pools else None  # None: a rating study only
         calls = store.load_calls(con, args.dataset)
+        content = audit_cache.dataset_fingerprint(con, args.dataset)
+        selection_key = audit_cache.selection_key(content, args.dataset, args.resamples, args.seed, args.pool,
+                                                  tuple(args.by))
+        rating_key = audit_cache.rating_key(content, args.dataset, args.resamples, args.seed)
     except (KeyError, ValueError) as err:
         print(f"error: {err.args[0]}", file=sys.stderr)
         return 2
     finally:
         con.close()
+    if data is not None:  # the loaded arrays too, which the app opens first
+        data_key = audit_cache.data_key(content, args.dataset, args.pool)
+        if not audit_cache.has(db, data_key):
+            audit_cache.store(db, data_key, data)
     started = time.perf_counter()
     try:
-        result = audit(data, resamples=args.resamples, seed=args.seed, by=args.by, calls=calls) if data is not None else None
+        result = audit_cache.cached(db, selection_key, AuditResult, lambda: audit(
+            data, resamples=args.resamples, seed=args.seed, by=args.by, calls=calls)) if data is not None else None
     except InputError as err:  # an unknown --by column
         print(f"error: {err}", file=sys.stderr)
         return 2
-    rating = rating_audit(rating_data, resamples=args.resamples, seed=args.seed) if rating_data is not None else None
+    rating = audit_cache.cached(db, rating_key, RatingAuditResult, lambda: rating_audit(
+        rating_data, resamples=args.resamples, seed=args.seed)) if rating_data is not None else None
+    rubric = (rubric_vs_scorer(rating_data.ratings, scores, rating_data.scale, resamples=args.resamples,
+                               seed=args.seed) if rating_data is not None and not rating_data.ratings.empty and not scores.empty
+              else None)
+    attributes = (attribute_audit(attribute_data, resamples=args.resamples, seed=args.seed)
+                  if attribute_data is not None else None)
     seconds = time.perf_counter() - started
-    written = write_result(result, args.out, source_note(row), rating)
+    written = [] if args.cache_only else write_result(result, args.out, source_note(row), rating, attributes,
+                                                         rubric)
     parts = []
     if data is not None:
         parts.append(f"{data.n_prompts} prompts, judges {', '.join(data.judges) or 'none'}, "
@@ -149,9 +194,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if rating_data is not None:
         parts.append(f"rating audit of {len(rating_data.raters)} judge × condition pairs on pools "
                      f"{', '.join(rating_data.pools)}")
+    if attribute_data is not None:
+        parts.append(f"attribute audit of {len(attribute_data.labelers)} judge × condition pairs, "
+                     f"{len(attributes.cells)} scored cells")
     print(f"dataset {args.dataset!r}: {'; '.join(parts)}; {args.resamples} resamples (seed {args.seed}) "
           f"in {seconds:.1f} s")
-    print(f"wrote {len(written)} files to {args.out}")
+    print(f"kept the audits in {audit_cache.cache_folder(db)}" if args.cache_only
+          else f"wrote {len(written)} files to {args.out}")
     return 0
 
 

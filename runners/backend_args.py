@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from runners.backends.base import SelectorBackend
 from runners.backends.openai_compat import DEFAULT_MAX_RESPONSE_BYTES
 
 BACKENDS: tuple[str, ...] = ("simulated", "hf", "openai")
+ENGINES: tuple[str, ...] = ("local", "ray")
 UNRECORDED_FLAGS = ("api_key", "quiet")  # a secret, and display only
 
 
@@ -33,6 +35,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, limit_help: str, max_n
     parser.add_argument("--max-edge", type=int, default=448,
                         help="resize images to fit this bounding box, aspect kept (hf, openai)")
     parser.add_argument("--concurrency", type=int, default=1, help="calls in flight at once")
+    parser.add_argument("--batch-size", type=int, default=1,
+                        help="requests per generate() call (hf: one padded batch; each call records the batch's "
+                             "seconds shared out equally; other backends take a batch's calls one after another)")
     parser.add_argument("--replace", action="store_true", help="delete this judge's earlier records first")
     parser.add_argument("--revision", default=None, help="model revision: loaded (hf) or recorded as given (openai)")
     parser.add_argument("--device", default="auto", help="auto, cuda, mps or cpu (hf)")
@@ -42,25 +47,58 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, limit_help: str, max_n
                         help="wall-clock deadline in seconds for each request, body included (openai)")
     parser.add_argument("--max-response-bytes", type=int, default=DEFAULT_MAX_RESPONSE_BYTES,
                         help="refuse a response body larger than this: a runtime failure (openai; default 4 MiB)")
+    parser.add_argument("--structured", action="store_true",
+                        help="ask the server for JSON constrained to the supplied labels or the rubric's scale "
+                             "(response_format json_schema, strict): a separate protocol condition with its own "
+                             "request keys; the strict parser still checks every output (openai)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """--engine, --replicas, --gpus-per-replica: where the calls run (this process, or Ray replicas)."""
+    parser.add_argument("--engine", choices=ENGINES, default="local",
+                        help="local: threads of this process; ray: backend replicas as Ray actors "
+                             "($RAY_ADDRESS, else a cluster started on this machine, else a new local one)")
+    parser.add_argument("--replicas", type=int, default=None,
+                        help="backend replicas (ray; default one per GPU of the cluster, 1 without GPUs)")
+    parser.add_argument("--gpus-per-replica", type=float, default=None,
+                        help="GPUs each replica holds, fractions allowed "
+                             "(ray; default 1 when the cluster has GPUs, else 0)")
 
 
 def parse_checked(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """The parsed flags; a usage error (exit status 2) for a --limit below 1, a timeout that is not a
-    positive finite number of seconds, or a --max-response-bytes below 1."""
+    positive finite number of seconds, a --max-response-bytes below 1, a --batch-size below 1, --replicas
+    below 1 or --gpus-per-replica below 0 (or either without --engine ray), or --structured without
+    --backend openai."""
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be at least 1")
+    if args.batch_size < 1:
+        parser.error("--batch-size must be at least 1")
+    engine = getattr(args, "engine", "local")
+    for flag, value, low in (("--replicas", getattr(args, "replicas", None), 1),
+                             ("--gpus-per-replica", getattr(args, "gpus_per_replica", None), 0)):
+        if value is not None and engine != "ray":
+            parser.error(f"{flag} needs --engine ray")
+        if value is not None and not low <= value < float("inf"):
+            parser.error(f"{flag} must be at least {low}")
     if not 0 < args.timeout < float("inf"):
         parser.error("--timeout must be a positive number of seconds")
     if args.max_response_bytes < 1:
         parser.error("--max-response-bytes must be at least 1")
+    if args.structured and args.backend != "openai":
+        parser.error("--structured needs --backend openai (it is the server's response_format)")
     return args
 
 
 def recorded_config(args: argparse.Namespace) -> dict:
-    """The flags as stored in the run's config_json: all but UNRECORDED_FLAGS, paths as strings."""
-    return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in UNRECORDED_FLAGS}
+    """The flags as stored in the run's config_json: all but UNRECORDED_FLAGS, paths as strings, and the
+    command line (`argv`) with an --api-key value, however it was spelled, replaced by "<redacted>"."""
+    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in UNRECORDED_FLAGS}
+    secret = getattr(args, "api_key", None)
+    config["argv"] = [a.replace(secret, "<redacted>") if secret else a for a in sys.argv]
+    return config
 
 
 def require_model_extras(backend: str, modules: Sequence[str]) -> None:

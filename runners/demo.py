@@ -1,6 +1,7 @@
 """Build the built-in demo: simulated pools, drawn images and simulated judges.
 
-    python -m runners.demo --db data/demo.duckdb [--prompts 300] [--rating-prompts 120] [--seed 0] [--force]
+    python -m runners.demo --db data/demo.duckdb [--prompts 300] [--rating-prompts 120] [--attribute-prompts 40]
+        [--seed 0] [--force]
 
 Pools are shaped like CulturalFrames (10 countries × 5 categories, 3–4
 candidates from 4 generators, 2–4 annotators per image rating alignment in
@@ -10,8 +11,10 @@ runners/judges/simulated.json and go through the same recording path as real
 judges. Same seed, same database content (timestamps and timings aside).
 The same database also gets the rating demo, dataset `ratings-demo`
 (`runners.demo_ratings`): a simulated cross-cultural rating study with two
-annotator pools and simulated rating judges. Each dataset is rebuilt only
-when it is missing or incomplete, both with --force.
+annotator pools and simulated rating judges, and the attribute demo, dataset
+`attributes-demo` (`runners.demo_attributes`): simulated people images with gold
+labels and simulated attribute judges. Each dataset is rebuilt only when it is
+missing or incomplete, all with --force.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import numpy as np
 
 from audit_core import store
 from audit_core.ingest.pools import PoolSet
-from runners import demo_ratings
+from runners import demo_attributes, demo_ratings
 from runners.demo_datasets import demo_pool_set, read_if_built, written
 from runners.demo_images import draw_image
 
@@ -218,6 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--prompts", type=int, default=300, help="number of prompts (default 300)")
     parser.add_argument("--rating-prompts", type=int, default=120,
                         help="prompts of the rating demo, two images each (default 120)")
+    parser.add_argument("--attribute-prompts", type=int, default=40,
+                        help="prompts of the attribute demo, three images each (default 40)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--force", action="store_true", help="rebuild even if the demo is already there")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -226,9 +231,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--prompts must be at least 1")
     if args.rating_prompts < 1:
         parser.error("--rating-prompts must be at least 1")
+    if args.attribute_prompts < 1:
+        parser.error("--attribute-prompts must be at least 1")
     selection = args.force or not is_built(args.db, args.seed, args.prompts)
     rating = args.force or not demo_ratings.is_built(args.db, args.seed, args.rating_prompts)
-    if not (selection or rating):
+    attributes = args.force or not demo_attributes.is_built(args.db, args.seed, args.attribute_prompts)
+    if not (selection or rating or attributes):
         print(f"{args.db}: demo already built (seed {args.seed}); use --force to rebuild")
         return 0
     start = time.perf_counter()
@@ -241,6 +249,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         built.append(f"{demo_ratings.DATASET}: {len(demo_ratings.CULTURES) * args.rating_prompts} images, "
                      f"{len(demo_ratings.POOLS)} pools x {demo_ratings.ANNOTATORS} annotators, "
                      f"{len(demo_ratings.DEMO_RATERS)} rating judges")
+    if attributes:
+        demo_attributes.build_attribute_demo(args.db, n_prompts=args.attribute_prompts, seed=args.seed,
+                                             progress=not args.quiet)
+        built.append(f"{demo_attributes.DATASET}: {len(demo_attributes.GENERATORS) * args.attribute_prompts} images "
+                     f"with gold labels, {len(demo_attributes.JUDGES)} attribute judges")
     print(f"{args.db}: SIMULATED demo built in {time.perf_counter() - start:.1f} s ({'; '.join(built)})")
     return 0
 

@@ -1,4 +1,4 @@
-"""What the demo builders (`runners.demo`, `runners.demo_ratings`) share: a SIMULATED dataset's
+"""What the demo builders (`runners.demo`, `runners.demo_ratings`, `runners.demo_attributes`) share: a SIMULATED dataset's
 identity (source `demo`, revision `seed=<seed>`), writing it, and reading it back when it is there."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import pandas as pd
 
 from audit_core import store
 from audit_core.ingest.pools import PoolSet, write_pools
+from audit_core.taxonomy import Taxonomy
 
 T = TypeVar("T")
 
@@ -22,12 +23,15 @@ def seed_revision(seed: int) -> str:
     return f"seed={seed}"
 
 
-def demo_pool_set(dataset: str, seed: int, notes: str, **rows: list[dict]) -> PoolSet:
+def demo_pool_set(dataset: str, seed: int, notes: str, taxonomy: Taxonomy | None = None, **rows: list[dict]) -> PoolSet:
     """The PoolSet of demo dataset `dataset` built from `seed`, from each table's rows (prompts=[{…}, …],
-    candidates, ratings, votes, attributes); the ratings' n is a nullable integer, as the store holds it."""
+    candidates, ratings, votes, attributes, gold_labels with their `taxonomy`); the ratings' n is a
+    nullable integer, as the store holds it (no ratings: an empty table)."""
     tables = {name: pd.DataFrame(table) for name, table in rows.items()}
-    tables["ratings"] = tables["ratings"].astype({"n": "Int64"})
-    return PoolSet(dataset_id=dataset, source="demo", source_revision=seed_revision(seed), notes=notes, **tables)
+    ratings = tables.get("ratings", pd.DataFrame(columns=["candidate_id", "outcome", "pool", "value", "n"]))
+    tables["ratings"] = ratings.astype({"n": "Int64"})
+    return PoolSet(dataset_id=dataset, source="demo", source_revision=seed_revision(seed), notes=notes,
+                   taxonomy=taxonomy, **tables)
 
 
 def read_if_built(db: Path, dataset: str, seed: int, read: Callable[[duckdb.DuckDBPyConnection], T]) -> T | None:

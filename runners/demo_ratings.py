@@ -12,7 +12,12 @@ where each pool rates its own culture's image higher. Stored: the votes
 same consensus rescaled to [0, 1] as `alignment` ((c - 1) / 4) for pools a,
 b and `all` (over both pools' votes). The raters are the simulated profiles
 of runners/judges/simulated_raters.json, recorded through `record_rater`
-like real judges. Every number is SIMULATED. Same seed, same content.
+like real judges. A SIMULATED content-only scorer (`content-scorer`, profile
+`content` of runners/judges/simulated.json: each image's drawn quality read back
+from its pixels, plus noise) is recorded through `record_scorer`, as the
+selection demo's is, so the rubric can be set beside a content scorer on the
+same images (`audit_core.rubric_vs_scorer`). Every number is SIMULATED. Same
+seed, same content.
 """
 
 from __future__ import annotations
@@ -89,6 +94,7 @@ DEMO_RATERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("tilted-rater", "tilted", ("default", "insider_persona", "demos_a")),
     ("unsure-rater", "unsure", ("default",)),
 )
+DEMO_SCORER = ("content-scorer", "content")  # scorer name, simulated profile (runners/judges/simulated.json)
 
 
 def prompt_texts(n_prompts: int) -> list[tuple[str, str]]:
@@ -164,19 +170,23 @@ def build_rating_pools(n_prompts: int, seed: int, image_dir: Path) -> PoolSet:
 def is_built(db: Path, seed: int, n_prompts: int) -> bool:
     """True when `db` holds the rating demo for this seed and size with every rater's calls under every condition."""
     found = read_if_built(db, DATASET, seed, lambda con: (
-        len(store.load_prompts(con, DATASET)), store.load_rating_calls(con, DATASET).groupby("judge").size()))
+        len(store.load_prompts(con, DATASET)), store.load_rating_calls(con, DATASET).groupby("judge").size(),
+        store.load_scores(con, DATASET).groupby("scorer").size()))
     if found is None:
         return False
-    n, calls = found
+    n, calls, scores = found
     n_items = len(CULTURES) * n_prompts
-    return n == n_prompts and all(calls.get(judge, 0) == n_items * len(conditions)
-                                  for judge, _, conditions in DEMO_RATERS)
+    return (n == n_prompts and scores.get(DEMO_SCORER[0], 0) == n_items
+            and all(calls.get(judge, 0) == n_items * len(conditions) for judge, _, conditions in DEMO_RATERS))
 
 
 def build_rating_demo(db: Path, *, n_prompts: int = 120, seed: int = 0, progress: bool = True) -> None:
-    """Write the rating demo's pools into `db` (replacing an earlier one), then record every simulated rater."""
+    """Write the rating demo's pools into `db` (replacing an earlier one), then record every simulated rater
+    and the simulated content scorer."""
+    from runners.backends.simulated import simulated_scorer
     from runners.backends.simulated_rater import simulated_rater
     from runners.rating_recorder import pool_consensus, record_rater
+    from runners.recorder import record_scorer
 
     pools = build_rating_pools(n_prompts, seed, db.parent / f"{db.stem}_images" / DATASET)
     with written(db, pools) as con:
@@ -192,3 +202,6 @@ def build_rating_demo(db: Path, *, n_prompts: int = 120, seed: int = 0, progress
                 conditions=conditions,
                 progress=progress,
             )
+        scorer, profile = DEMO_SCORER
+        record_scorer(con, dataset=DATASET, scorer=scorer, backend=simulated_scorer(profile), backend_name="simulated",
+                      model=profile, progress=progress)

@@ -7,10 +7,11 @@
         [--per-country-main 30] [--seed S] [--replace]
     python -m runners.ingest table --pools FILE [--votes FILE] [--decisions NAME=FILE ...] \\
         [--scores NAME=FILE ...] [--ratings NAME=FILE ...] [--rating-outcome NAME] \\
-        [--outcome NAME=LO:HI ...] --db DB --dataset NAME [--replace]
+        [--outcome NAME=LO:HI ...] [--labels FILE] [--labeler NAME=FILE ...] [--taxonomy FILE] \\
+        --db DB --dataset NAME [--replace]
 
-The table contract (columns and rules of pools, votes, decisions, scores and
-ratings) is docs/table-contract.md. Each ingest is one transaction: on any bad
+The table contract (columns and rules of pools, votes, decisions, scores,
+ratings, gold labels and attribute judges' answers) is docs/table-contract.md. Each ingest is one transaction: on any bad
 input (or an input that cannot be read) the error names the file, line and
 field, the exit status is 2 and the database is left as it was; a database file
 the failed ingest would have created is not left behind. Re-ingesting the same
@@ -28,6 +29,7 @@ database, in `<db stem>_thumbs/DATASET/`, for the app's grids.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -37,6 +39,7 @@ from audit_core import thumbnails
 from audit_core.errors import InputError
 from audit_core.ingest import culturalframes, judgeacts, tables
 from audit_core.ingest.pools import DEFAULT_POOL, PoolSet, utility_pools, write_dataset
+from audit_core.taxonomy import DEFAULT_TAXONOMY, load_taxonomy
 
 
 def named_path(text: str) -> tuple[str, str]:
@@ -73,8 +76,10 @@ def _summary(pools: PoolSet) -> list[str]:
         lines.append("votes: " + ", ".join(f"{n} on {o} in pool {p!r}" for (o, p), n in per_pool.items()))
     utility = utility_pools(pools)
     if not utility:
-        lines.append("selection audit: no alignment ratings, so no utility to audit picks with; "
-                     "the rating audit uses the votes and consensus")
+        uses = [*(["the rating audit uses the votes and consensus"] if len(pools.votes) or len(pools.ratings) else []),
+                *(["the attribute audit uses the gold labels"] if len(pools.gold_labels) else [])]
+        lines.append("selection audit: no alignment ratings, so no utility to audit picks with"
+                     + "".join(f"; {use}" for use in uses))
     elif DEFAULT_POOL not in utility:
         lines.append(f"selection audit: alignment in pools {', '.join(utility)} but not in {DEFAULT_POOL!r}; "
                      "choose one with `runners.analyze --pool NAME`")
@@ -124,15 +129,23 @@ def _thumbnail_lines(db: str, pools: PoolSet) -> list[str]:
 
 
 def ingest_table(args: argparse.Namespace) -> list[str]:
-    """Read the pools and votes tables and every decisions/scores/ratings table, then write them in one transaction."""
+    """Read the pools and votes tables, the gold labels and every decisions/scores/ratings/labeler table,
+    then write them in one transaction."""
     declared = dict(args.outcome)
     scale = tables.rating_scale(args.rating_outcome, declared)
+    taxonomy = load_taxonomy(args.taxonomy)
     pools = tables.read_pools_table(args.pools, args.dataset, declared, votes=args.votes)
+    if args.labels:
+        pools = dataclasses.replace(pools, gold_labels=tables.read_gold_labels_table(args.labels, taxonomy),
+                                    taxonomy=taxonomy)
     runs = [tables.read_decisions_table(path, name) for name, path in args.decisions]
     scores = [tables.read_scores_table(path, name) for name, path in args.scores]
     ratings = [tables.read_ratings_table(path, name, args.rating_outcome, scale) for name, path in args.ratings]
-    report = write_dataset(args.db, pools, runs, scores, ratings, replace=args.replace)
-    return [*_summary(pools), *report]
+    labelers = [tables.read_labeler_table(path, name, taxonomy) for name, path in args.labeler]
+    report = write_dataset(args.db, pools, runs, scores, ratings, replace=args.replace, attached=labelers)
+    gold = [f"gold labels: {len(pools.gold_labels)} on {pools.gold_labels['candidate_id'].nunique()} images, "
+            f"taxonomy {taxonomy.name} {taxonomy.version}"] if args.labels else []
+    return [*_summary(pools), *gold, *report]
 
 
 def ingest_culturalframes(args: argparse.Namespace) -> list[str]:
@@ -200,6 +213,14 @@ def build_parser() -> argparse.ArgumentParser:
     tb.add_argument("--outcome", action="append", type=outcome_scale, default=[], metavar="NAME=LO:HI",
                     help="a rating column (or votes outcome) of your own and its scale, e.g. helpfulness=1:5; "
                          "repeatable")
+    tb.add_argument("--labels", metavar="FILE",
+                    help="gold labels of attribute judges (candidate_id, attribute, label), labels from --taxonomy")
+    tb.add_argument("--labeler", action="append", type=named_path, default=[], metavar="NAME=FILE",
+                    help="an attribute judge's answers (candidate_id, attribute, label, optional rationale, "
+                         "condition); repeatable")
+    tb.add_argument("--taxonomy", default=DEFAULT_TAXONOMY, metavar="FILE",
+                    help="the attribute taxonomy (JSON) the labels and answers belong to "
+                         "(default: runners/taxonomies/default_v1.json)")
     _common(tb)
     tb.set_defaults(handler=ingest_table)
     return parser

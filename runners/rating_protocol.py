@@ -31,6 +31,11 @@ where `content` is every text part shown verbatim (instruction, persona,
 demonstration lines with their ratings, prompt) and every image as its
 candidate id, in order: any change in what reaches the model changes the key
 of exactly the calls it reaches.
+
+Structured output (opt-in) also asks the server for `{"rating": n}` with n
+on the scale or the abstention label (`rating_response_schema`); it is a
+separate protocol condition, hashed as for selectors
+(`runners.protocol.structured_sha256` of the instruction's hash).
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from audit_core.errors import InputError
-from runners.rating_parsing import Scale
+from runners.protocol import structured_sha256
+from runners.rating_parsing import RATING_KEY, Scale
 
 INSTRUCTION_DIR = Path(__file__).with_name("instructions")
 DEFAULT_INSTRUCTION = INSTRUCTION_DIR / "rubric_1to5_v1.txt"
@@ -69,7 +75,8 @@ class Demonstration:
 
 @dataclass(frozen=True)
 class RubricInstruction:
-    """One rubric instruction file; `sha256` is over its exact bytes (header included)."""
+    """One rubric instruction file; `sha256` is over its exact bytes (header included), or with
+    `structured` the `structured_sha256` of that hash."""
 
     file: Path
     body: tuple[str, ...]
@@ -79,6 +86,7 @@ class RubricInstruction:
     language: str
     example: str
     example_answer: str
+    structured: bool = False
 
     def translation(self, language: str) -> RubricInstruction:
         """This instruction in `language`: itself, or `<stem>.<language><suffix>` beside it (same scale and outcome)."""
@@ -89,7 +97,7 @@ class RubricInstruction:
             raise InputError(
                 f"no {language!r} translation of {self.file.name} (expected {path})", file=self.file, field="language"
             )
-        other = load_rubric(path)
+        other = load_rubric(path, structured=self.structured)
         if other.language != language:
             raise InputError(f"language {other.language!r}, expected {language!r}", file=path, field="language")
         if other.outcome != self.outcome:
@@ -132,8 +140,9 @@ class RubricInstruction:
         return tuple(parts)
 
 
-def load_rubric(path: str | Path) -> RubricInstruction:
-    """Read and check a rubric instruction file; InputError naming the file, line and field."""
+def load_rubric(path: str | Path, structured: bool = False) -> RubricInstruction:
+    """Read and check a rubric instruction file, with or without structured output; InputError naming the
+    file, line and field."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -177,16 +186,26 @@ def load_rubric(path: str | Path) -> RubricInstruction:
             raise InputError(f"{token} must appear {' or '.join(map(str, allowed))} time(s), found {len(at)}",
                              file=path, line=at[1] if len(at) > 1 else None, field=token)
     abstain = None if header["abstain"].lower() == "none" else header["abstain"]
+    sha = hashlib.sha256(data).hexdigest()
     return RubricInstruction(
         file=path,
         body=body,
-        sha256=hashlib.sha256(data).hexdigest(),
+        sha256=structured_sha256(sha) if structured else sha,
         scale=Scale(int(match.group(1)), int(match.group(2)), abstain),
         outcome=header["outcome"],
         language=header["language"],
         example=header["example"],
         example_answer=header["example_answer"],
+        structured=structured,
     )
+
+
+def rating_response_schema(scale: Scale) -> dict:
+    """The JSON schema of `{"rating": r}`: r an integer lo..hi, or the abstention label when the scale has one."""
+    points = {"type": "integer", "enum": list(range(scale.lo, scale.hi + 1))}
+    rating = points if scale.abstain is None else {"anyOf": [points, {"type": "string", "enum": [scale.abstain]}]}
+    return {"type": "object", "properties": {RATING_KEY: rating}, "required": [RATING_KEY],
+            "additionalProperties": False}
 
 
 @dataclass(frozen=True)
@@ -317,6 +336,13 @@ class RatingRequest:
     content: Content
     image_files: tuple[tuple[str, str], ...]  # (candidate id, image path) of every image shown
     demonstration_pool: str | None = None
+    structured: bool = False
+
+    def output_schema(self) -> tuple[str, dict] | None:
+        """(name, JSON schema) the answer is constrained to when `structured`, else None."""
+        if not self.structured:
+            return None
+        return f"rating_{self.scale.lo}_to_{self.scale.hi}", rating_response_schema(self.scale)
 
     def segments(self) -> list[tuple[str, str]]:
         """[("text", str) | ("image", path), …] in the order the judge sees them."""

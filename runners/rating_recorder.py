@@ -2,7 +2,8 @@
 
 The crash-safe machinery is the selectors' (`runners.recorder`): the judge
 name is claimed for the run, the store is opened per unit of work, calls run
-on a bounded thread pool with one identical retry on a runtime exception, and
+on a bounded thread pool, in batches of `batch_size` (`runners.engines`),
+with one identical retry on a runtime exception, and
 each finished batch is committed at once, so a SIGKILL loses only calls in
 flight. What is the rater's own: its requests (`runners.rating_protocol`),
 its parser (`runners.rating_parsing`) and its call table.
@@ -32,6 +33,7 @@ from audit_core import reliability, store
 from audit_core.errors import InputError
 from audit_core.records import RatingCallRecord
 from runners.database import Database, as_database
+from runners.engines import Generated
 from runners.rating_parsing import Scale, parse_rating
 from runners.rating_protocol import (
     DEFAULT_CONDITION,
@@ -51,7 +53,7 @@ from runners.recorder import (
     RunSummary,
     arrow_schema,
     check_images,
-    generate_with_retry,
+    local_engine,
     record_planned,
     require_dataset,
     write_records,
@@ -170,6 +172,7 @@ def plan_ratings(
                 content=content,
                 image_files=tuple((d.candidate_id, paths[d.candidate_id]) for d in demos) + ((cid, paths[cid]),),
                 demonstration_pool=condition.demonstrations.pool if condition.demonstrations else None,
+                structured=text.structured,
             ))
     sizes = check_images(scope.items[scope.items["candidate_id"].isin(shown_ids)])
     return requests, sizes
@@ -216,9 +219,8 @@ def check_condition_history(
     )
 
 
-def rate_item(backend: RatingBackend, request: RatingRequest, *, run_id: str, input_json: str) -> RatingCallRecord:
-    """Call the backend (one identical retry on an exception), parse strictly, and build the record."""
-    generated = generate_with_retry(backend, request)
+def rating_record(request: RatingRequest, generated: Generated, *, run_id: str, input_json: str) -> RatingCallRecord:
+    """The record of one answered rating request: parsed strictly, or its runtime failure."""
     fields = dict(run_id=run_id, candidate_id=request.candidate_id, condition=request.condition,
                   request_key=request.request_key, attempts=generated.attempts, seconds=generated.seconds,
                   input_json=input_json)
@@ -252,8 +254,10 @@ def record_rater(
     conditions: Sequence[str] = (DEFAULT_CONDITION,),
     conditions_file: str | Path = DEFAULT_CONDITIONS,
     instruction_file: str | Path = DEFAULT_INSTRUCTION,
+    structured: bool = False,
     limit: int | None = None,
     concurrency: int = 1,
+    batch_size: int = 1,
     progress: bool = True,
     replace: bool = False,
     config: dict | None = None,
@@ -268,10 +272,9 @@ def record_rater(
     DatabaseBusy when another process records this judge or holds the file. A
     KeyboardInterrupt is recorded (run 'interrupted', finished calls kept) and re-raised.
     """
-    if concurrency < 1:
-        raise InputError(f"--concurrency must be at least 1, got {concurrency}", field="--concurrency")
+    engine = local_engine(backend, concurrency=concurrency, batch_size=batch_size, name=f"rater-{judge}")
     started = time.perf_counter()
-    instruction = load_rubric(instruction_file)
+    instruction = load_rubric(instruction_file, structured)  # structured output: its own hash, so its own keys
     chosen = select_conditions(conditions_file, conditions)
     db = as_database(db)
     with db.claim(dataset, judge):
@@ -283,6 +286,7 @@ def record_rater(
             **(config or {}),
             "instruction_file": str(instruction.file), "outcome": instruction.outcome,
             "scale": [instruction.scale.lo, instruction.scale.hi], "abstain": instruction.scale.abstain,
+            "structured": structured,
             "conditions_file": str(conditions_file),
             "conditions": {c.name: {"sha256": c.sha256, "persona": c.persona, "language": c.language,
                                     "demonstrations": vars(c.demonstrations) if c.demonstrations else None}
@@ -292,18 +296,17 @@ def record_rater(
         shas = {c.name: {"condition_sha256": c.sha256,
                          "instruction_sha256": instruction.translation(c.language).sha256} for c in chosen}
 
-        def call(run_id: str, request: RatingRequest) -> RatingCallRecord:
+        def build(run_id: str, request: RatingRequest, generated: Generated) -> RatingCallRecord:
             shown = {
                 **shas[request.condition],
                 "demonstrations": [cid for cid, _ in request.image_files[:-1]],
                 "image_size": list(sizes[request.candidate_id]),
                 "prompt_chars": len(request.prompt),
             }
-            return rate_item(backend, request, run_id=run_id, input_json=json.dumps(shown))
+            return rating_record(request, generated, run_id=run_id, input_json=json.dumps(shown))
 
         return record_planned(
-            db, identity, requests, backend=backend, call=call, write=write_rating_calls, config=run_config,
-            replace=replace, concurrency=concurrency, progress=progress, started=started,
-            thread_name=f"rater-{judge}", table=TABLE,
+            db, identity, requests, engine=engine, build=build, write=write_rating_calls, config=run_config,
+            replace=replace, progress=progress, started=started, table=TABLE,
             check=lambda con: check_condition_history(con, dataset, judge, requests, chosen),
         )

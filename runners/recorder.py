@@ -2,9 +2,10 @@
 
 What every judge kind shares lives here: the dataset and history checks, the
 run lifecycle (`open_run`, `run_lifecycle`), resume (`recorded_keys`,
-`requests_to_call`), the call with one identical retry (`generate_with_retry`),
-batch writes (`write_records`), the crash-safe loop (`record_batches`) and a
-judge's run from planned requests to summary (`record_planned`).
+`requests_to_call`), batch writes (`write_records`), the crash-safe loop
+(`record_batches`) and a judge's run from planned requests to summary
+(`record_planned`). The calls themselves (one identical retry, batches) are
+an engine's (`runners.engines`: this process's threads, or Ray replicas).
 A kind brings its requests, its parser and its call table (selectors below;
 raters in `runners.rating_recorder`).
 
@@ -12,10 +13,16 @@ For a selector judge: check the dataset, pools and images, refuse to mix
 request keys under one judge name, open a `runs` row, then for every
 (prompt, order) not yet recorded build the request, call the backend (one
 identical retry on a runtime exception; invalid text is never resampled),
-parse, and commit the call. Backend calls run on a bounded thread pool; all
-writes happen on the calling thread, which commits whatever has finished as
-soon as it is free (several calls per commit when they finish together) and
-only then waits for more, so a SIGKILL loses only calls still in flight.
+parse, and commit the call. Backend calls run on an engine (a bounded thread
+pool by default, in batches of `batch_size`); all writes happen on the calling
+thread, which commits whatever has finished as soon as it is free (several
+calls per commit when they finish together, a whole batch at once) and only
+then waits for more, so a SIGKILL loses only calls still in flight.
+
+Each run's `config_json` ends with "throughput": {"calls", "wall_seconds",
+"calls_per_second"} over the calls it recorded, wall time from the first
+call sent to the last commit (model loading excluded), and "execution": the
+engine's settings (`Engine.settings`).
 
 The store is reached through a `runners.database.Database`: a connection the
 caller holds (nothing is released), or a file opened per unit of work
@@ -36,7 +43,6 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -50,11 +56,13 @@ from tqdm import tqdm
 
 from audit_core import store
 from audit_core.errors import InputError
+from audit_core.ingest.pools import MIN_POOL_SIZE
 from audit_core.orders import presentation_orders, slot_labels
 from audit_core.records import CallRecord, RunRecord, ScoreRecord
 from audit_core.schema import RUN_RECORD_TABLES
-from runners.backends.base import BackendFailure, ScorerBackend, SelectorBackend
+from runners.backends.base import ScorerBackend, SelectorBackend
 from runners.database import Database, as_database
+from runners.engines import Engine, Generated, LocalEngine
 from runners.parsing import parse_output
 from runners.protocol import JudgeRequest, load_instruction, request_key
 
@@ -62,7 +70,6 @@ LIBRARIES: tuple[str, ...] = (
     "duckdb", "numpy", "pandas", "pillow", "requests", "torch", "torchvision",
     "transformers", "tokenizers", "open_clip_torch",
 )
-PENDING_PER_WORKER = 128  # requests queued per worker: bounds memory, keeps workers busy while a batch is written
 
 
 class Keyed(Protocol):
@@ -81,19 +88,6 @@ class Statused(Protocol):
 
 Req = TypeVar("Req", bound=Keyed)
 Rec = TypeVar("Rec", bound=Statused)
-_Shown = TypeVar("_Shown", contravariant=True)
-
-
-class TextBackend(Protocol[_Shown]):
-    """Any backend that turns a request into raw text (`SelectorBackend`, and the rating backends)."""
-
-    def generate(self, request: _Shown) -> str: ...
-
-
-class ModelBackend(Protocol):
-    """A backend as a run records it: it names the model revision it calls."""
-
-    def model_revision(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -104,6 +98,7 @@ class RunSummary:
     already recorded before this invocation; recorded: written now; statuses:
     counts of the call statuses written now (scorers: {"scored": n}). run_id is
     None when there was nothing left to do (no run row is opened then).
+    calls_per_second: calls (scorers: images) recorded now over the wall time of the run's calls.
     """
 
     run_id: str | None
@@ -116,13 +111,16 @@ class RunSummary:
     statuses: dict[str, int] = field(default_factory=dict)
     status: str = "finished"
     seconds: float = 0.0
+    calls_per_second: float | None = None
 
     def describe(self) -> str:
         """One line for the terminal."""
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items())) or "none"
+        unit = "images" if self.kind == "scorer" else "calls"
+        speed = f" ({self.calls_per_second:.3g} {unit}/s)" if self.calls_per_second else ""
         return (
             f"{self.kind} {self.judge!r} on {self.dataset!r}: {self.status}; {self.recorded} recorded now "
-            f"({counts}), {self.skipped} already recorded, {self.planned} in scope, {self.seconds:.1f} s"
+            f"({counts}), {self.skipped} already recorded, {self.planned} in scope, {self.seconds:.1f} s{speed}"
         )
 
 
@@ -242,7 +240,7 @@ def open_run(
     """Insert a `runs` row with status 'running'; returns its run id."""
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     run_id = f"{identity.dataset}:{identity.judge}:{stamp}:{uuid.uuid4().hex[:8]}"
-    full_config = {**config, "libraries": library_versions(), "argv": sys.argv}
+    full_config = {"argv": sys.argv, **config, "libraries": library_versions()}  # a CLI's config may redact argv
     record = RunRecord(
         run_id=run_id,
         dataset_id=identity.dataset,
@@ -299,6 +297,7 @@ def plan_requests(
     orders: int,
     contract: str,
     limit: int | None,
+    structured: bool = False,
 ) -> tuple[list[JudgeRequest], dict[str, tuple[int, int]], str, str]:
     """Every request in scope (prompts by id, first `limit`), image sizes, instruction and manifest hashes.
 
@@ -306,21 +305,28 @@ def plan_requests(
     missing or unreadable image.
     """
     scope = load_scope(con, dataset=dataset, limit=limit)
-    return plan_scope(scope, judge=judge, orders=orders, contract=contract)
+    return plan_scope(scope, judge=judge, orders=orders, contract=contract, structured=structured)
 
 
 def plan_scope(
-    scope: Scope, *, judge: str, orders: int, contract: str
+    scope: Scope, *, judge: str, orders: int, contract: str, structured: bool = False
 ) -> tuple[list[JudgeRequest], dict[str, tuple[int, int]], str, str]:
     """`plan_requests` on a scope already read (no database needed: image checks can take a while).
 
     Raises InputError for a pool smaller than `orders` or a missing or unreadable image.
     """
     dataset, manifest, prompts, candidates = scope.dataset, scope.manifest_sha256, scope.prompts, scope.candidates
-    instruction = load_instruction(contract)
+    instruction = load_instruction(contract, structured)  # structured output: its own hash, so its own keys
     if orders < 1:
         raise InputError(f"--orders must be at least 1, got {orders}", field="--orders")
     pools = candidates.groupby("prompt_id")["candidate_id"].apply(list).to_dict()
+    single = sorted(pid for pid, ids in pools.items() if len(ids) < MIN_POOL_SIZE)
+    if single:  # a dataset of single images, for rating or attribute judges (`audit_core.ingest.pools`)
+        raise InputError(
+            f"prompt {single[0]!r} has one candidate ({len(single)} such prompts): a selector judge needs at least "
+            f"{MIN_POOL_SIZE} to choose from; this dataset is for rating and attribute judges",
+            field="--dataset",
+        )
     small = {pid: len(ids) for pid, ids in pools.items() if len(ids) < orders}
     if small:
         pid = min(small)
@@ -357,6 +363,7 @@ def plan_scope(
                     image_paths=tuple(paths[c] for c in slots),
                     text_before_images=before,
                     text_after_images=after,
+                    structured=structured,
                 )
             )
     return requests, sizes, instruction.sha256, manifest
@@ -378,47 +385,15 @@ def requests_to_call(requests: Sequence[Req], done: Mapping[str, str]) -> tuple[
     return todo, {r.request_key for r in todo if r.request_key in done}
 
 
-@dataclass(frozen=True)
-class Generated:
-    """A backend's answer after at most one identical retry.
-
-    raw: the text returned, None when both attempts raised; error: the last
-    exception as "Type: message"; failed_output: what the failing backend did
-    receive, when it said (`BackendFailure.raw_output`), stored with the failure.
-    """
-
-    raw: str | None
-    attempts: int
-    error: str | None
-    seconds: float
-    failed_output: str | None = None
-
-
-def generate_with_retry(backend: TextBackend[Req], request: Req) -> Generated:
-    """`backend.generate(request)`, once more with the same request if it raises; never raises itself."""
-    start = time.perf_counter()
-    error: BaseException | None = None
-    for attempt in (1, 2):
-        try:
-            raw = backend.generate(request)
-        except Exception as err:  # any backend failure is recorded, never fatal to the run
-            error = err
-            continue
-        return Generated(raw, attempt, None, time.perf_counter() - start)
-    received = error.raw_output if isinstance(error, BackendFailure) else None
-    return Generated(None, 2, f"{type(error).__name__}: {error}", time.perf_counter() - start, received)
-
-
-def call_judge(
-    backend: SelectorBackend,
+def selector_record(
     request: JudgeRequest,
+    generated: Generated,
     *,
     run_id: str,
     lenient: bool,
     input_json: str,
 ) -> CallRecord:
-    """Call the backend (one identical retry on an exception), parse, and build the record."""
-    generated = generate_with_retry(backend, request)
+    """The call record of one answered request: parsed strictly (or leniently), or its runtime failure."""
     fields = dict(
         run_id=run_id,
         prompt_id=request.prompt_id,
@@ -481,34 +456,29 @@ def record_batches(
     db: Database,
     run_id: str,
     todo: Sequence[Req],
-    call: Callable[[Req], Rec],
+    engine: Engine[Req],
+    build: Callable[[Req, Generated], Rec],
     write: Callable[[duckdb.DuckDBPyConnection, list[Rec]], None],
     *,
-    concurrency: int,
     bar: tqdm,
-    name: str,
-) -> dict[str, int]:
-    """Run `call` on every request on a pool of `concurrency` threads and `write` each finished batch at once.
+) -> Progress:
+    """Have `engine` call every request, `build` each record and `write` each finished list at once.
 
-    Writes happen on this thread, one `db` session per batch, as soon as it is
-    free; the run is stamped 'finished', 'interrupted' or 'failed' at the end
-    (`run_lifecycle`). Returns the counts of the statuses written.
+    Writes happen on this thread, one `db` session per list, as soon as it is
+    free; at the end the run is stamped 'finished', 'interrupted' or 'failed'
+    with its throughput (`run_lifecycle`). Returns the counts of the statuses written and the throughput.
     """
-    statuses: dict[str, int] = {}
-    with run_lifecycle(db, run_id, bar):
-        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=name) as pool:
-            try:
-                for batch in completed_batches(pool, todo, call, concurrency * PENDING_PER_WORKER):
-                    with db.session() as con:
-                        write(con, batch)
-                    for record in batch:
-                        statuses[record.status] = statuses.get(record.status, 0) + 1
-                    bar.update(len(batch))
-                    bar.set_postfix(statuses, refresh=False)
-            except BaseException:
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
-    return statuses
+    with run_lifecycle(db, run_id, bar) as progress:
+        with contextlib.closing(engine.results(todo)) as finished:
+            for answered in finished:
+                batch = [build(request, generated) for request, generated in answered]
+                with db.session() as con:
+                    write(con, batch)
+                for record in batch:
+                    progress.statuses[record.status] = progress.statuses.get(record.status, 0) + 1
+                bar.update(len(batch))
+                bar.set_postfix(progress.statuses, refresh=False)
+    return progress
 
 
 def record_selector(
@@ -516,14 +486,17 @@ def record_selector(
     *,
     dataset: str,
     judge: str,
-    backend: SelectorBackend,
+    backend: SelectorBackend | None,
     backend_name: str,
     model: str,
     orders: int = 3,
     contract: str = "ranking",
     lenient: bool = False,
+    structured: bool = False,
     limit: int | None = None,
     concurrency: int = 1,
+    batch_size: int = 1,
+    engine: Engine[JudgeRequest] | None = None,
     progress: bool = True,
     replace: bool = False,
     config: dict | None = None,
@@ -531,38 +504,51 @@ def record_selector(
     """Record a selector judge on `dataset`; see the module docstring for the guarantees.
 
     `db` is a held connection, a path (opened per unit of work and released in
-    between) or a `Database`. `config` (e.g. the CLI flags) is stored in the
-    run's config_json with the library versions. Calls already recorded under
-    the same request keys are skipped (resume). Raises InputError before any
-    call for an unknown dataset, pools smaller than `orders`, missing or
-    unreadable images, or a judge name already used with another instruction,
-    manifest, backend or model (unless `replace`), and DatabaseBusy when another
-    process records this judge or keeps the file locked; a KeyboardInterrupt
-    is recorded (run status 'interrupted', finished calls kept) and re-raised.
+    between) or a `Database`. Calls run on `engine`, by default this process's
+    `concurrency` threads calling `backend` in batches of `batch_size`
+    (`runners.engines.LocalEngine`; backend None only with an engine).
+    `config` (e.g. the CLI flags) is stored in the run's config_json with the
+    library versions. Calls already recorded under the same request keys are
+    skipped (resume). Raises InputError before any call for an unknown
+    dataset, pools smaller than `orders`, missing or unreadable images, or a
+    judge name already used with another instruction, manifest, backend or
+    model (unless `replace`), and DatabaseBusy when another process records
+    this judge or keeps the file locked; a KeyboardInterrupt is recorded (run
+    status 'interrupted', finished calls kept) and re-raised.
     """
-    if concurrency < 1:
-        raise InputError(f"--concurrency must be at least 1, got {concurrency}", field="--concurrency")
+    engine = engine or local_engine(backend, concurrency=concurrency, batch_size=batch_size, name=f"judge-{judge}")
     started = time.perf_counter()
     db = as_database(db)
     with db.claim(dataset, judge):
         with db.session() as con:
             scope = load_scope(con, dataset=dataset, limit=limit)
-        requests, sizes, instruction_sha, manifest = plan_scope(scope, judge=judge, orders=orders, contract=contract)
+        requests, sizes, instruction_sha, manifest = plan_scope(scope, judge=judge, orders=orders, contract=contract,
+                                                                structured=structured)
         identity = RunIdentity(dataset, judge, "selector", backend_name, model, instruction_sha, manifest)
         run_config = {
             **(config or {}),
-            "orders": orders, "contract": contract, "lenient": lenient, "limit": limit,
+            "orders": orders, "contract": contract, "lenient": lenient, "structured": structured, "limit": limit,
             "concurrency": concurrency, "instruction_file": load_instruction(contract).file,
         }
 
-        def call(run_id: str, request: JudgeRequest) -> CallRecord:
+        def build(run_id: str, request: JudgeRequest, generated: Generated) -> CallRecord:
             shown = {"image_sizes": [list(sizes[c]) for c in request.slot_candidate_ids],
                      "prompt_chars": len(request.prompt)}
-            return call_judge(backend, request, run_id=run_id, lenient=lenient, input_json=json.dumps(shown))
+            return selector_record(request, generated, run_id=run_id, lenient=lenient, input_json=json.dumps(shown))
 
-        return record_planned(db, identity, requests, backend=backend, call=call, write=write_calls,
-                              config=run_config, replace=replace, concurrency=concurrency, progress=progress,
-                              started=started, thread_name=f"judge-{judge}")
+        return record_planned(db, identity, requests, engine=engine, build=build, write=write_calls,
+                              config=run_config, replace=replace, progress=progress, started=started)
+
+
+def local_engine(backend: object | None, *, concurrency: int, batch_size: int, name: str) -> LocalEngine:
+    """The default engine: `concurrency` threads calling `backend` in batches of `batch_size`;
+    InputError for a count below 1."""
+    for flag, value in (("--concurrency", concurrency), ("--batch-size", batch_size)):
+        if value < 1:
+            raise InputError(f"{flag} must be at least 1, got {value}", field=flag)
+    if backend is None:
+        raise ValueError("a backend or an engine is needed")
+    return LocalEngine(backend, concurrency=concurrency, batch_size=batch_size, name=name)
 
 
 def record_planned(
@@ -570,23 +556,22 @@ def record_planned(
     identity: RunIdentity,
     requests: Sequence[Req],
     *,
-    backend: ModelBackend,
-    call: Callable[[str, Req], Rec],
+    engine: Engine[Req],
+    build: Callable[[str, Req, Generated], Rec],
     write: Callable[[duckdb.DuckDBPyConnection, Sequence[Rec], set[str]], None],
     config: dict,
     replace: bool,
-    concurrency: int,
     progress: bool,
     started: float,
-    thread_name: str,
     check: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
     table: str = "calls",
 ) -> RunSummary:
     """Record the planned requests of one judge that `table` does not hold yet (resume), as one run.
 
     Checks the judge's history (`check_history`, then `check`, e.g. a kind's own
-    history check), opens the run (no run when nothing is left to do), and has
-    `record_batches` call `call(run_id, request)` for each request to do and
+    history check), opens the run (no run when nothing is left to do) with the
+    engine's settings in its config, and has `record_batches` run the requests
+    to do on `engine`, `build(run_id, request, generated)` each record and
     `write(con, batch, retried)` each finished batch. `started` is the
     perf_counter time the summary's seconds count from. Call inside `db.claim`.
     """
@@ -601,55 +586,55 @@ def record_planned(
     if not todo:
         return RunSummary(None, dataset, judge, kind, len(requests), skipped, 0,
                           seconds=time.perf_counter() - started)
-    revision = backend.model_revision()
+    revision = engine.model_revision()
     with db.session() as con:
-        run_id = open_run(con, identity, model_revision=revision, config=config)
+        run_id = open_run(con, identity, model_revision=revision, config={**config, "execution": engine.settings()})
     bar = tqdm(total=len(requests), initial=skipped, unit="call", disable=not progress,
                desc=judge, dynamic_ncols=True)
-    statuses = record_batches(db, run_id, todo, lambda request: call(run_id, request),
-                              lambda con, batch: write(con, batch, retried),
-                              concurrency=concurrency, bar=bar, name=thread_name)
-    return RunSummary(run_id, dataset, judge, kind, len(requests), skipped, sum(statuses.values()),
-                      statuses, "finished", time.perf_counter() - started)
+    progress = record_batches(db, run_id, todo, engine, lambda request, generated: build(run_id, request, generated),
+                              lambda con, batch: write(con, batch, retried), bar=bar)
+    return RunSummary(run_id, dataset, judge, kind, len(requests), skipped, progress.recorded, progress.statuses,
+                      "finished", time.perf_counter() - started, progress.throughput["calls_per_second"])
+
+
+@dataclass
+class Progress:
+    """A run's calls so far: counts of the statuses written, and at its end its throughput
+    {"calls", "wall_seconds", "calls_per_second"} (None for no measurable time)."""
+
+    statuses: dict[str, int] = field(default_factory=dict)
+    throughput: dict = field(default_factory=dict)
+
+    @property
+    def recorded(self) -> int:
+        return sum(self.statuses.values())
 
 
 @contextlib.contextmanager
-def run_lifecycle(db: Database, run_id: str, bar: tqdm) -> Iterator[None]:
-    """Around a run's calls: close the progress bar and stamp the run 'finished',
-    'interrupted' (Ctrl-C, re-raised) or 'failed' (any other exception, re-raised)."""
+def run_lifecycle(db: Database, run_id: str, bar: tqdm) -> Iterator[Progress]:
+    """Around a run's calls: close the progress bar and stamp the run 'finished', 'interrupted' (Ctrl-C,
+    re-raised) or 'failed' (any other exception, re-raised), with the throughput of the calls counted in
+    the `Progress` it yields (wall time from entering the block to leaving it) added to its config_json."""
     status = "failed"
+    progress = Progress()
+    started = time.perf_counter()
     try:
-        yield
+        yield progress
         status = "finished"
     except KeyboardInterrupt:
         status = "interrupted"
         raise
     finally:
         bar.close()
-        with db.session() as con:
+        wall = time.perf_counter() - started
+        progress.throughput = {"calls": progress.recorded, "wall_seconds": round(wall, 6),
+                               "calls_per_second": round(progress.recorded / wall, 6) if wall > 0 else None}
+        with db.session() as con, store.transaction(con):
             store.finish_run(con, run_id, status)
-
-
-def completed_batches(
-    pool: ThreadPoolExecutor,
-    requests: Sequence[Req],
-    call: Callable[[Req], Rec],
-    window: int,
-) -> Iterator[list[Rec]]:
-    """Keep at most `window` requests queued; yield whatever has finished, as soon as it has."""
-    queue = iter(requests)
-    in_flight: set[Future[Rec]] = set()
-    for request in queue:
-        in_flight.add(pool.submit(call, request))
-        if len(in_flight) >= window:
-            break
-    while in_flight:
-        finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
-        for request in queue:
-            in_flight.add(pool.submit(call, request))
-            if len(in_flight) >= window:
-                break
-        yield [f.result() for f in finished]
+            (config,) = con.execute("SELECT config_json FROM runs WHERE run_id = ?", [run_id]).fetchone()
+            config = {**json.loads(config or "{}"), "throughput": progress.throughput}
+            con.execute("UPDATE runs SET config_json = ? WHERE run_id = ?",
+                        [json.dumps(config, sort_keys=True, default=str), run_id])
 
 
 # ------------------------------------------------------------------ scorers
@@ -706,7 +691,7 @@ def record_scorer(
         written = 0
         bar = tqdm(total=len(candidates), initial=skipped, unit="image", disable=not progress,
                    desc=scorer, dynamic_ncols=True)
-        with run_lifecycle(db, run_id, bar):
+        with run_lifecycle(db, run_id, bar) as counted:
             for pid, group in pools:
                 group = group.sort_values("canonical_index")
                 todo = group[~group["candidate_id"].isin(scored)]
@@ -716,9 +701,11 @@ def record_scorer(
                         ScoreRecord(run_id, cid, float(v)) for cid, v in zip(todo["candidate_id"], values)
                     ])
                 written += len(todo)
+                counted.statuses["scored"] = written
                 bar.update(len(todo))
     return RunSummary(run_id, dataset, scorer, "scorer", len(candidates), skipped, written,
-                      {"scored": written}, "finished", time.perf_counter() - started)
+                      {"scored": written}, "finished", time.perf_counter() - started,
+                      counted.throughput["calls_per_second"])
 
 
 def _score_pool(backend: ScorerBackend, prompt: str, paths: list[str], prompt_id: str) -> list[float]:

@@ -3,19 +3,24 @@
     python -m runners.run_judge --db DB --dataset NAME --judge NAME \
         --backend {simulated,hf,openai} --model ID [--orders 3] \
         [--contract ranking|choice] [--lenient] [--limit N] [--max-new-tokens 64] \
-        [--max-edge 448] [--concurrency N] [--replace] \
-        [--base-url URL] [--timeout 120] [--max-response-bytes 4194304]
+        [--max-edge 448] [--concurrency N] [--batch-size N] [--replace] \
+        [--engine local|ray] [--replicas N] [--gpus-per-replica G] \
+        [--base-url URL] [--timeout 120] [--max-response-bytes 4194304] [--structured]
 
 For `simulated`, --model names a profile of runners/judges/simulated.json.
 Calls are committed as they finish and the database is released between
 writes, so the app can open it read-only meanwhile; run the same command again
-to resume. Bad input exits with status 2, a database or judge name held by
+to resume. `--batch-size N` answers N requests per generate() (hf); `--engine
+ray` runs the backend as replicas in a Ray cluster ($RAY_ADDRESS) while this
+process stays the only writer (runners.ray_engine). Bad input exits with
+status 2, a database or judge name held by
 another process with status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Sequence
 
@@ -24,6 +29,7 @@ from runners.backends.base import SelectorBackend
 from runners import backend_args
 from runners.command import run_job
 from runners.database import DatabaseFile
+from runners.engines import Engine
 from runners.parsing import CONTRACTS
 from runners.recorder import RunSummary, load_scope, plan_scope, record_selector
 
@@ -42,6 +48,16 @@ def make_backend(args: argparse.Namespace) -> SelectorBackend:
         raise InputError(str(err), field="--model") from None
 
 
+def make_engine(args: argparse.Namespace) -> Engine | None:
+    """The Ray engine when the flags ask for it (each replica builds the backend from the flags), else None."""
+    if args.engine != "ray":
+        return None
+    from runners.ray_engine import RayEngine
+
+    return RayEngine(functools.partial(make_backend, args), replicas=args.replicas,
+                     gpus_per_replica=args.gpus_per_replica, batch_size=args.batch_size)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from runners.backends.simulated import profile_descriptions
 
@@ -57,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--contract", choices=CONTRACTS, default="ranking", help="output contract (default ranking)")
     parser.add_argument("--lenient", action="store_true", help="recover bare labels and alias keys (flagged)")
     backend_args.add_run_arguments(parser, limit_help="only the first N prompts (by id)", max_new_tokens=64)
+    backend_args.add_engine_arguments(parser)
     return parser
 
 
@@ -69,19 +86,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         with db.session() as con:
             scope = load_scope(con, dataset=args.dataset, limit=args.limit)
         # Check dataset, pools and images before loading a model that may take minutes.
-        plan_scope(scope, judge=args.judge, orders=args.orders, contract=args.contract)
+        plan_scope(scope, judge=args.judge, orders=args.orders, contract=args.contract, structured=args.structured)
+        engine = make_engine(args)
         return run_selector(
             db,
             dataset=args.dataset,
             judge=args.judge,
-            backend=make_backend(args),
+            backend=None if engine else make_backend(args),
+            engine=engine,
             backend_name=args.backend,
             model=args.model,
             orders=args.orders,
             contract=args.contract,
             lenient=args.lenient,
+            structured=args.structured,
             limit=args.limit,
             concurrency=args.concurrency,
+            batch_size=args.batch_size,
             progress=not args.quiet,
             replace=args.replace,
             config=config,

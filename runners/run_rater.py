@@ -2,8 +2,8 @@
 
     python -m runners.run_rater --db DB --dataset NAME --judge NAME \
         --backend {simulated,hf,openai} --model ID [--condition NAME ...] \
-        [--conditions FILE] [--instruction FILE] [--limit N] [--concurrency N] [--replace] \
-        [--max-new-tokens 16] [--max-edge 448]
+        [--conditions FILE] [--instruction FILE] [--limit N] [--concurrency N] [--batch-size N] [--replace] \
+        [--max-new-tokens 16] [--max-edge 448] [--structured]
 
 The judge sees the prompt and one image with a versioned rubric instruction
 (default runners/instructions/rubric_1to5_v1.txt: 1-5 anchors, abstention
@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     db = DatabaseFile(args.db)
 
     def job() -> RunSummary:
-        instruction = load_rubric(args.instruction)
+        instruction = load_rubric(args.instruction, args.structured)
         chosen = select_conditions(args.conditions, conditions)
         with db.session() as con:
             scope = load_rating_scope(con, dataset=args.dataset, outcome=instruction.outcome, limit=args.limit)
@@ -105,8 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             conditions=conditions,
             conditions_file=args.conditions,
             instruction_file=args.instruction,
+            structured=args.structured,
             limit=args.limit,
             concurrency=args.concurrency,
+            batch_size=args.batch_size,
             progress=not args.quiet,
             replace=args.replace,
             config=config,

@@ -164,21 +164,25 @@ def _quantile_tolerance(values: np.ndarray, q: float, resamples: int) -> float:
     return 4 * np.sqrt(2 * q * (1 - q) / resamples) * sd / stats.norm.pdf(stats.norm.ppf(q))
 
 
-@pytest.mark.parametrize("kind", ["lattice", "few distinct"])
+@pytest.mark.parametrize("kind", ["lattice", "few distinct", "continuous"])
 def test_large_n_means_follow_the_index_draw_bootstrap(kind: str) -> None:
     rng = np.random.default_rng(6)
+    rounding = 0.0
     if kind == "lattice":  # ratings on sixths
         values = rng.choice(np.arange(7) / 6, LARGE, p=[0.05, 0.1, 0.1, 0.2, 0.25, 0.2, 0.1])
         assert bootstrap.lattice_of(values) is not None
-    else:  # shares of annotators rounded to 4 decimals: no small lattice
+    elif kind == "few distinct":  # shares of annotators rounded to 4 decimals: no small lattice
         values = np.round(rng.choice([0, 1 / 4, 1 / 3, 1 / 2, 2 / 3, 3 / 4, 1], LARGE), 4)
         assert bootstrap.lattice_of(values) is None
+    else:  # a continuous score: rounded onto a fine lattice, within its bound
+        values = rng.beta(1, 7, LARGE)
+        rounding = bootstrap.rounded_lattice(*np.unique(values, return_counts=True), 4000).shift
     resamples = 4000
     samples = bootstrap.fixed_n_means(values[:, None], resamples, seed=1)[:, 0]
     direct = direct_means(values, resamples, 1)
     assert not np.allclose(samples, direct)  # other random numbers ...
     for q in (0.025, 0.975):  # ... the same distribution
-        assert abs(np.quantile(samples, q) - np.quantile(direct, q)) < _quantile_tolerance(values, q, resamples)
+        assert abs(np.quantile(samples, q) - np.quantile(direct, q)) < _quantile_tolerance(values, q, resamples) + rounding
     sd = values.std() / np.sqrt(LARGE)
     assert abs(samples.mean() - values.mean()) < 4 * sd / np.sqrt(resamples)
     assert samples.std() == pytest.approx(sd, rel=0.1)
@@ -198,11 +202,26 @@ def test_large_n_lattice_means_follow_the_exact_distribution() -> None:
     assert stats.chisquare(observed, expected / expected.sum() * len(sums)).pvalue > 1e-3
 
 
-def test_large_n_continuous_values_keep_index_draws_of_a_spawned_generator() -> None:
-    values = np.random.default_rng(4).random(LARGE)
-    samples = bootstrap.fixed_n_means(values[:, None], 200, seed=5)[:, 0]
-    child = np.random.default_rng(5).spawn(1)[0]
-    np.testing.assert_allclose(samples, values[child.integers(0, LARGE, size=(200, LARGE))].mean(axis=1), atol=1e-12)
+@pytest.mark.parametrize("values", [
+    np.random.default_rng(4).random(LARGE),  # continuous
+    np.random.default_rng(4).lognormal(0, 1.5, LARGE),  # skewed, with a long tail
+    np.round(np.random.default_rng(4).integers(0, 61, LARGE) / 60 - np.random.default_rng(5).integers(0, 37, LARGE) / 36, 4),
+], ids=["uniform", "lognormal", "rounded differences"])
+def test_rounded_lattice_moves_every_resample_mean_by_less_than_its_bound(values: np.ndarray) -> None:
+    """Coupled draw for draw with the values themselves, the rounded values' resample means stay
+    within the stated bound, which is within ROUNDING_ERROR standard errors."""
+    resamples = 2000
+    rounded = bootstrap.rounded_lattice(*np.unique(values, return_counts=True), resamples)
+    lattice = rounded.lattice
+    m = np.rint((values - values.min()) / lattice.step)
+    on_lattice = lattice.origin + lattice.step * m
+    assert np.array_equal(np.bincount(m.astype(np.int64)), lattice.counts)
+    assert on_lattice.mean() == pytest.approx(values.mean(), abs=1e-12)  # centred: the residuals average 0
+    index = np.random.default_rng(8).integers(0, LARGE, size=(resamples, LARGE))
+    moved = np.abs(values[index].mean(axis=1) - on_lattice[index].mean(axis=1))
+    se = values.std() / np.sqrt(LARGE)
+    assert moved.max() < rounded.shift <= bootstrap.ROUNDING_ERROR * se
+    assert moved.max() > rounded.shift / 100  # the bound is not vacuous: rounding does move the means
 
 
 def test_large_n_draws_do_not_depend_on_the_other_vectors_of_that_length() -> None:

@@ -1,15 +1,22 @@
 """The rating demo: shape, determinism, every call recorded, and the findings it exists to show."""
 
 import json
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from audit_core import store
 from audit_core.alignment import alignment_tables, tilt_table
 from audit_core.reliability import pool_agreement_table, reliability_table
-from runners import demo, demo_ratings
+from runners import analyze, demo, demo_ratings
+from runners.backends.simulated import simulated_scorer
+from runners.recorder import record_scorer
 from runners.rating_protocol import DEFAULT_CONDITIONS, load_conditions
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 N_PROMPTS = 60  # half the default: 120 items, 40 prompts per category
 SEED = 0
@@ -67,6 +74,8 @@ def _content(db):
             "rating_calls": """SELECT r.judge, c.condition, c.candidate_id, c.rating, c.status, c.raw_output,
                                       c.request_key, c.input_json
                                FROM rating_calls c JOIN runs r USING (run_id) WHERE r.dataset_id = ? ORDER BY ALL""",
+            "scores": """SELECT r.judge, s.candidate_id, s.score FROM scores s JOIN runs r USING (run_id)
+                         WHERE r.dataset_id = ? ORDER BY ALL""",
         }
         return {name: con.execute(sql, params).df() for name, sql in queries.items()}
     finally:
@@ -122,7 +131,8 @@ def test_every_rater_call_is_recorded_under_every_condition(recorded):
     counts = calls.groupby(["judge", "condition"]).size()
     assert set(counts.index) == expected and (counts == n_items).all()
     assert calls["request_key"].is_unique and calls["raw_output"].map(lambda t: isinstance(t, str)).all()
-    assert set(runs["kind"]) == {"rater"} and set(runs["backend"]) == {"simulated"}
+    assert set(runs["kind"]) == {"rater", "scorer"} and set(runs["backend"]) == {"simulated"}
+    assert set(runs.loc[runs["kind"] == "scorer", "judge"]) == {demo_ratings.DEMO_SCORER[0]}
     assert set(runs["status"]) == {"finished"}
     assert "demos_a" in load_conditions(DEFAULT_CONDITIONS)
     ok = calls["status"] == "ok"
@@ -210,6 +220,48 @@ def test_breakdowns_cover_culture_and_category(tables):
     assert {"culture=A", "culture=B", "category=food", "category=dress", "category=celebrations"} <= groups
 
 
+def test_the_content_scorer_is_recorded_and_set_beside_the_rubric(built, recorded, tmp_path):
+    """The SIMULATED scorer went through the scorer recording path (a rerun finds every image scored), and analyze
+    writes each rating judge's rescaled rubric beside it: the scorer reads the images' shared quality, which both
+    pools' ratings follow, so every judge's rubric correlates with it."""
+    scorer, profile = demo_ratings.DEMO_SCORER
+    con = store.connect(built[1])
+    try:
+        again = record_scorer(con, dataset=demo_ratings.DATASET, scorer=scorer, backend=simulated_scorer(profile),
+                              backend_name="simulated", model=profile, progress=False)
+    finally:
+        con.close()
+    assert again.recorded == 0 and again.skipped == 2 * N_PROMPTS
+    out = tmp_path / "out"
+    assert analyze.main(["--db", str(built[0]), "--dataset", demo_ratings.DATASET, "--out", str(out),
+                         "--resamples", "100"]) == 0
+    table = pd.read_csv(out / "rubric_vs_scorer.csv")
+    calls = recorded["calls"]
+    ok = calls[calls["status"] == "ok"].groupby(["judge", "condition"]).size()
+    assert list(zip(table["judge"], table["condition"])) == list(ok.index) and set(table["scorer"]) == {scorer}
+    assert (table["n"].to_numpy() == ok.to_numpy()).all() and (table["n"] + table["unrated"] == 2 * N_PROMPTS).all()
+    assert (table["pearson_lo"] > 0.5).all() and (table["spearman_lo"] > 0.5).all()
+    items = pd.read_csv(out / "rubric_vs_scorer_items.csv")
+    assert np.allclose(items["rubric_scaled"], (items["rating"] - 3) / 2) and items["score"].notna().all()
+
+
+def test_the_alignment_page_sets_the_rubric_beside_the_scorer(built, tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("JUDGE_AUDIT_DATA_DIR", str(tmp_path_factory.getbasetemp()))
+    monkeypatch.delenv("JUDGE_AUDIT_DB", raising=False)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update({"db": str(built[0].relative_to(tmp_path_factory.getbasetemp())), "page": "alignment",
+                            "resamples": "1000", "rater": "unsure-rater"})
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "The rubric beside content scorers" in [h.value for h in at.subheader]
+    table = next(d.value for d in at.dataframe if "Spearman ρ" in d.value.columns)
+    assert len(table) == sum(len(conditions) for _, _, conditions in demo_ratings.DEMO_RATERS)
+    unsure = table[table["judge"] == "unsure-rater"].iloc[0]
+    assert unsure["scorer"] == demo_ratings.DEMO_SCORER[0] and int(unsure["unrated"]) > 0
+    scatter = at.get("plotly_chart")[-1].proto.spec
+    assert "unsure-rater" in scatter and "rubric rescaled" in scatter
+
+
 def test_is_built_covers_the_rating_demo(built, tmp_path):
     db = built[0]
     assert demo_ratings.is_built(db, SEED, N_PROMPTS)
@@ -220,7 +272,8 @@ def test_is_built_covers_the_rating_demo(built, tmp_path):
 
 def test_demo_command_builds_both_datasets_and_rebuilds_an_incomplete_rating_demo(tmp_path, capsys):
     db = tmp_path / "demo.duckdb"
-    args = ["--db", str(db), "--prompts", "5", "--rating-prompts", "6", "--seed", "1", "--quiet"]
+    args = ["--db", str(db), "--prompts", "5", "--rating-prompts", "6", "--attribute-prompts", "2", "--seed", "1",
+            "--quiet"]
     assert demo.main(args) == 0
     con = store.connect(db, read_only=True)
     datasets = set(store.list_datasets(con)["dataset_id"])
@@ -236,3 +289,8 @@ def test_demo_command_builds_both_datasets_and_rebuilds_an_incomplete_rating_dem
     out = capsys.readouterr().out
     assert demo_ratings.DATASET in out and "3 judges" not in out  # only the incomplete dataset is rebuilt
     assert demo_ratings.is_built(db, 1, 6) and demo.is_built(db, 1, 5)
+    con = store.connect(db)
+    with store.transaction(con):
+        store.delete_judge(con, demo_ratings.DATASET, demo_ratings.DEMO_SCORER[0])
+    con.close()
+    assert not demo_ratings.is_built(db, 1, 6)  # a missing scorer makes the rating demo incomplete too

@@ -1,8 +1,8 @@
 """Fuzzing every ingest path: a damaged input is ingested or refused cleanly, never half-way.
 
 Each target starts from small valid files built here (JudgeActs pools, run and
-scores; table pools as CSV, JSONL and Parquet, votes, decisions, scores and a
-rating judge's ratings; CulturalFrames annotations and an image shard) and damages one of them:
+scores; table pools as CSV, JSONL and Parquet, votes, decisions, scores, a
+rating judge's ratings, gold labels and an attribute judge's answers; CulturalFrames annotations and an image shard) and damages one of them:
 truncation, byte flips and insertions (invalid UTF-8, BOMs, NULs, control
 characters), or a field swapped for a value of the wrong type, a huge one, an
 odd number spelling, a path leaving the folder, another row's id. For every
@@ -132,6 +132,20 @@ def table_decisions() -> list[dict]:
          "choice_label": "A", "raw_output": "A", "attempts": 1, "seconds": 0.25, "ranking": ["A", "C", "B"]}
         for pid in PIDS for order in (0, 1)
     ]
+
+
+def table_labels() -> list[dict]:
+    """Gold labels of the default taxonomy: gender and profession of every candidate."""
+    return [{"candidate_id": c, "attribute": attribute, "label": labels[k % len(labels)]}
+            for k, c in enumerate(c for p in PIDS for c in cids(p))
+            for attribute, labels in (("gender", ["male", "female"]), ("profession", ["doctor", "nurse", "teacher"]))]
+
+
+def table_labeler() -> list[dict]:
+    """An attribute judge's answers: a label, the abstention label, a label off the taxonomy, an empty field."""
+    answers = ["male", "unspecified", "Female", None]
+    return [{"candidate_id": c, "attribute": "gender", "label": answers[k % 4], "rationale": "short hair",
+             "condition": ["default", "no_label_list"][k % 2]} for k, c in enumerate(c for p in PIDS for c in cids(p))]
 
 
 def table_scores() -> list[dict]:
@@ -271,12 +285,14 @@ def ja_argv(root: Path, db: Path, _images: Path) -> list[str]:
 
 
 def table_argv(
-    pools: str, decisions: str = "tb/decisions.csv", votes: str = "tb/votes.csv", ratings: str = "tb/ratings.csv"
+    pools: str, decisions: str = "tb/decisions.csv", votes: str = "tb/votes.csv", ratings: str = "tb/ratings.csv",
+    labels: str = "tb/labels.csv", labeler: str = "tb/labeler.jsonl",
 ) -> Callable[[Path, Path, Path], list[str]]:
     def argv(root: Path, db: Path, _images: Path) -> list[str]:
         return ["table", "--pools", str(root / pools), "--votes", str(root / votes),
                 "--decisions", f"j={root / decisions}", "--scores", f"clip={root / 'tb/scores.csv'}",
-                "--ratings", f"r={root / ratings}", "--db", str(db), "--dataset", "tb"]
+                "--ratings", f"r={root / ratings}", "--labels", str(root / labels),
+                "--labeler", f"l={root / labeler}", "--db", str(db), "--dataset", "tb"]
     return argv
 
 
@@ -323,6 +339,10 @@ TARGETS: dict[str, Target] = {
                                 table_argv("tb/pools.csv")),
     "table ratings jsonl": Target("tb/ratings.jsonl", lambda: jsonl_bytes(table_ratings()), table_ratings,
                                   jsonl_bytes, table_argv("tb/pools.csv", ratings="tb/ratings.jsonl")),
+    "table labels csv": Target("tb/labels.csv", lambda: csv_bytes(table_labels()), table_labels, csv_bytes,
+                               table_argv("tb/pools.csv")),
+    "table labeler jsonl": Target("tb/labeler.jsonl", lambda: jsonl_bytes(table_labeler()), table_labeler,
+                                  jsonl_bytes, table_argv("tb/pools.csv")),
     "culturalframes annotations": Target(f"cf/{culturalframes.ANNOTATIONS_FILE}", lambda: json_bytes(cf_records()),
                                          cf_records, json_bytes, cf_argv),
     "culturalframes shard": Target("cf/data/train-0.parquet", lambda: _cf_shard(cf_images()), None, None, cf_argv),

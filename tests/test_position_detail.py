@@ -77,6 +77,51 @@ def test_flip_intervals_resample_each_group_at_fixed_n_with_the_seed() -> None:
         assert (row["flip_rate_lo"], row["flip_rate_hi"]) == pytest.approx(direct_interval(values, 2000, 11), abs=1e-12)
 
 
+def direct_first_slot_interval(data, judge: str, resamples: int, seed: int) -> tuple[float, float]:
+    """Prompt-level percentile bootstrap of the first-slot share, the obvious way: draw prompts
+    (those with a valid call), then slot-A picks over valid calls of the drawn prompts."""
+    valid = data.picks[judge] >= 0
+    first = (valid & (data.slots[judge] == 0)).sum(axis=1)[valid.any(axis=1)]
+    calls = valid.sum(axis=1)[valid.any(axis=1)]
+    index = np.random.default_rng(seed).integers(0, len(calls), size=(resamples, len(calls)), dtype=np.int64)
+    lo, hi = np.percentile(first[index].sum(axis=1) / calls[index].sum(axis=1), [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def judge_data(n: int, seed: int):
+    """n prompts of 3–4 images, a judge in 3 orders preferring slot A, some calls failed, one prompt never called."""
+    rng = np.random.default_rng(seed)
+    h = np.round(rng.random((n, 4)) * 6) / 6
+    h[: n // 3, 3] = np.nan
+    picks = np.where(rng.random((n, 3)) < 0.4, np.arange(3)[None, :], rng.integers(0, 3, size=(n, 3)))  # slot A often
+    picks[rng.random((n, 3)) < 0.1] = -1
+    picks[0] = -2
+    return make_data(h, {"j": picks})
+
+
+def test_judge_intervals_match_a_direct_prompt_level_bootstrap() -> None:
+    data = judge_data(90, 4)
+    row = position.judge_summary(data, "j", resamples=2000, seed=7)
+    assert position.JUDGE_COLUMNS[-4:] == ["first_slot_lo", "first_slot_hi", "flip_rate_lo", "flip_rate_hi"]
+    assert list(row) == position.JUDGE_COLUMNS
+    assert row["first_slot_lo"] < row["first_slot"] < row["first_slot_hi"]
+    assert (row["first_slot_lo"], row["first_slot_hi"]) == pytest.approx(
+        direct_first_slot_interval(data, "j", 2000, 7), abs=1e-12)
+    flip = position.flips(np.where(data.picks["j"] >= 0, data.picks["j"], -1))
+    assert (row["flip_rate_lo"], row["flip_rate_hi"]) == pytest.approx(
+        direct_interval(flip[~np.isnan(flip)], 2000, 7), abs=1e-12)
+    none = position.judge_summary(data, "j", resamples=0)
+    assert np.isnan([none[k] for k in position.JUDGE_COLUMNS[-4:]]).all()
+
+
+def test_first_slot_interval_above_the_exact_draws_has_the_same_distribution() -> None:
+    data = judge_data(3000, 5)  # above bootstrap.EXACT_DRAWS_UP_TO: multinomial counts of (slot-A picks, valid calls)
+    row = position.judge_summary(data, "j", resamples=4000, seed=2)
+    direct = direct_first_slot_interval(data, "j", 4000, 2)
+    assert (row["first_slot_lo"], row["first_slot_hi"]) == pytest.approx(direct, abs=0.002)
+    assert row["first_slot_hi"] - row["first_slot_lo"] == pytest.approx(direct[1] - direct[0], rel=0.1)
+
+
 def test_near_ties_count_the_best_and_everything_within_five_hundredths() -> None:
     h = np.array([[1.0, 0.96, 0.9, np.nan], [1.0, 0.95, 0.95, 0.2], [1.0, 0.5, 0.5, np.nan], [0.7, 0.7, 0.7, 0.7]])
     assert position.near_tie_counts(h).tolist() == [2, 3, 1, 4]

@@ -10,6 +10,8 @@ from html.parser import HTMLParser
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from audit_core import store
@@ -161,7 +163,8 @@ def test_hostile_names_and_countries_render_literally() -> None:
     picks = {j: rng.integers(0, 3, size=(n, 2)) for j in HOSTILE_JUDGES}
     data = make_data(h, picks, countries=[HOSTILE_COUNTRY] * n)
     report = findings_markdown(audit(data, resamples=100), dataset="data|set <script>x</script>")
-    for raw in (*HOSTILE_JUDGES, HOSTILE_COUNTRY, "<script>"):
+    assert not re.search(r"(?<!\\)<[A-Za-z/]", report)  # every tag-like < is escaped
+    for raw in HOSTILE_JUDGES:
         assert raw not in report  # only in escaped form
     rendered = render(report)
     text = "".join(rendered.text)
@@ -248,3 +251,34 @@ def test_analyze_writes_the_report_with_the_datasets_provenance(tmp_path) -> Non
     expected = findings_markdown(result, dataset="tiny", source_note=source_note(row))
     written = (out / "report.md").read_text(encoding="utf-8")
     assert written == expected and "**SIMULATED data**" in written
+
+
+ORDINARY = ("Gain over random +0.039 [0.016, 0.062] (interval excludes 0: above random); p < 1e-300",
+            "qwen agree>=3/3 rejected", "South_Africa", "slot-a-judge", "kept − rejected: 40% (121 of 300 prompts)",
+            "source demo; revision seed=0; content sha256 edcff7d0976bd15a", "3 × 4 = 12, 5 > 2 & 1 < 2", "C#, F# and x.y")
+
+
+@pytest.mark.parametrize("text", ORDINARY)
+def test_ordinary_text_keeps_no_backslash(text) -> None:
+    assert escape_markdown(text) == text and escape_markdown(text, line_start=True) == text
+
+
+@pytest.mark.parametrize("text, escaped", [
+    ("*x*", "\\*x\\*"), ("_x_", "\\_x\\_"), ("<script>", "\\<script>"), ("[a](b)", "[a\\](b)"), ("`c`", "\\`c\\`"),
+    (":red[j]", "\\:red[j]"), ("$x$", "\\$x\\$"), ("a|b", "a\\|b"), ("&amp;", "\\&amp;"), ("x #", "x \\#"),
+])
+def test_markup_in_data_is_escaped_where_markdown_would_read_it(text, escaped) -> None:
+    assert escape_markdown(text) == escaped
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126) | st.sampled_from("éü−×"), max_size=40))
+def test_escaped_text_renders_as_itself(text) -> None:
+    # a paragraph of its own, and inside a line (a table cell is inline too)
+    for markdown, expected in ((escape_markdown(text, line_start=True), text),
+                               ("x " + escape_markdown(text), "x " + text),
+                               (f"| h |\n|---|\n| {escape_markdown(text)} |", text)):
+        rendered = render(markdown)
+        shown = "".join(rendered.tables[0][1][0] if rendered.tables else rendered.text)
+        assert shown.strip() == expected.strip(), (text, markdown)
+        assert set(rendered.tags) <= {"p", "table", "thead", "tbody", "tr", "th", "td"}, (text, markdown)

@@ -3,18 +3,24 @@
 import base64
 import io
 import json
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
+import jsonschema
 import pandas as pd
 import pytest
 from PIL import Image
 
 from audit_core import store
 from fixtures_pools import write_tiny_dataset
-from runners import recorder
+from runners import recorder, run_rater
 from runners.backends.openai_compat import STORED_TEXT_CHARS, EndpointError, EndpointTimeout, OpenAISelector
+from runners.rating_protocol import DEFAULT_CONDITIONS, DEFAULT_INSTRUCTION, load_rubric, select_conditions
+from runners.rating_recorder import load_rating_scope, plan_ratings
 from runners.run_judge import build_parser, main, make_backend, run_selector
 
 
@@ -305,3 +311,185 @@ def test_cli_bounds_reach_the_backend_and_bad_values_exit_2(tmp_path, capsys):
 def test_an_endpoint_that_is_not_an_http_url_is_refused(url):
     with pytest.raises(ValueError, match="not an http:// or https:// URL"):
         OpenAISelector("m", base_url=url)
+
+
+# ------------------------------------------------------------------ structured output (--structured)
+
+
+def shown_labels(body) -> tuple[str, ...]:
+    """The slot labels a request body shows, read from its "Image X:" texts."""
+    texts = [c["text"].strip() for c in body["messages"][0]["content"] if c["type"] == "text"]
+    return tuple(t[len("Image "):-1] for t in texts if t.startswith("Image ") and t.endswith(":"))
+
+
+def cli(db, url, *extra):
+    return main(["--db", str(db), "--dataset", "tiny", "--backend", "openai", "--model", "m", "--base-url", url,
+                 "--quiet", *extra])
+
+
+@pytest.fixture
+def mixed_db(tmp_path):
+    """Two prompts, with pools of 3 and 4 candidates."""
+    db = tmp_path / "mixed.duckdb"
+    write_tiny_dataset(db, tmp_path / "images", n_prompts=2, pool_sizes=(3, 4))
+    return db
+
+
+@pytest.mark.parametrize("contract", ["choice", "ranking"])
+def test_structured_requests_carry_a_strict_schema_of_exactly_their_labels(server, mixed_db, contract):
+    script, url = server
+    assert cli(mixed_db, url, "--judge", "api", "--orders", "2", "--contract", contract, "--structured") == 0
+    assert len(script.bodies) == 4
+    for body in script.bodies:
+        labels = list(shown_labels(body))
+        fmt = body["response_format"]
+        assert (fmt["type"], fmt["json_schema"]["strict"]) == ("json_schema", True)
+        assert fmt["json_schema"]["name"] == f"{contract}_{''.join(labels)}"
+        schema = fmt["json_schema"]["schema"]
+        label = {"type": "string", "enum": labels}
+        keys = ["choice"] + (["ranking"] if contract == "ranking" else [])
+        assert schema == {"type": "object", "required": keys, "additionalProperties": False,
+                          "properties": {"choice": label, **({"ranking": {"type": "array", "items": label}}
+                                                             if contract == "ranking" else {})}}
+    assert {shown_labels(b) for b in script.bodies} == {tuple("ABC"), tuple("ABCD")}
+    script.bodies.clear()
+    assert cli(mixed_db, url, "--judge", "plain", "--orders", "2", "--contract", contract) == 0
+    assert len(script.bodies) == 4 and not any("response_format" in b for b in script.bodies)
+
+
+def read_back(db, sql):
+    """(calls of dataset tiny, rows of `sql`) from a connection opened and closed here."""
+    check = store.connect(db, read_only=True)
+    try:
+        return store.load_calls(check, "tiny"), check.execute(sql).fetchall()
+    finally:
+        check.close()
+
+
+def test_structured_is_its_own_protocol_condition(server, con, tmp_path, capsys):
+    script, url = server
+    db = tmp_path / "o.duckdb"
+    plan = dict(dataset="tiny", orders=3, contract="ranking", limit=None)
+    plain, _, plain_sha, _ = recorder.plan_requests(con, judge="api", **plan)
+    constrained, _, constrained_sha, _ = recorder.plan_requests(con, judge="api", **plan, structured=True)
+    planned = recorder.plan_requests(con, judge="api-structured", **plan, structured=True)[0]
+    con.close()
+    assert len(plain) == len(constrained) == 6 and constrained_sha != plain_sha
+    assert not {r.request_key for r in plain} & {r.request_key for r in constrained}
+    assert [r.segments() for r in plain] == [r.segments() for r in constrained]  # the same text and images shown
+    assert cli(db, url, "--judge", "api") == 0
+    before, _ = read_back(db, "SELECT 1")
+    assert cli(db, url, "--judge", "api", "--structured") == 2  # the same name under another protocol: refused
+    assert "instruction_sha256" in capsys.readouterr().err and len(script.bodies) == 6
+    assert cli(db, url, "--judge", "api-structured", "--structured") == 0
+    calls, runs = read_back(db, "SELECT judge, instruction_sha256, config_json FROM runs ORDER BY judge")
+    assert [(judge, sha, json.loads(config)["structured"]) for judge, sha, config in runs] == [
+        ("api", plain_sha, False), ("api-structured", constrained_sha, True)]
+    pd.testing.assert_frame_equal(calls[calls["judge"] == "api"].reset_index(drop=True), before)
+    assert set(calls.loc[calls["judge"] == "api-structured", "request_key"]) == {r.request_key for r in planned}
+
+
+def test_outputs_violating_the_schema_are_still_parse_failures(server, con, tmp_path):
+    script, url = server
+    db = tmp_path / "o.duckdb"
+    con.close()
+    answers = [
+        '{"choice": "D", "ranking": ["D", "A", "B"]}',  # a label that is not supplied
+        '{"choice": "A", "ranking": ["A", "B", "C"], "why": "x"}',  # a key the schema forbids
+        '{"choice": "B"}',  # a required key missing
+        "B",  # not JSON at all
+        '{"choice": "A", "ranking": ["A", "A", "B"]}',  # fits the schema, yet not a ranking of every label
+        '{"choice": "C", "ranking": ["C", "A", "B"]}',
+    ]
+    script.steps = [("ok", a) for a in answers]
+    assert cli(db, url, "--judge", "api", "--structured") == 0
+    schemas = [b["response_format"]["json_schema"]["schema"] for b in script.bodies]
+    assert all(s == schemas[0] for s in schemas)
+
+    def fits(text):
+        try:
+            jsonschema.validate(json.loads(text), schemas[0])
+        except (ValueError, jsonschema.ValidationError):
+            return False
+        return True
+
+    assert [fits(a) for a in answers] == [False, False, False, False, True, True]
+    calls = read_back(db, "SELECT 1")[0].set_index("raw_output")
+    assert [calls.loc[a, "status"] for a in answers] == ["parse_fail"] * 5 + ["ok"]
+    assert calls.loc[answers[-1], "choice_label"] == "C" and calls["choice_label"].notna().sum() == 1
+
+
+@pytest.mark.parametrize("backend", ["simulated", "hf"])
+def test_structured_needs_the_openai_backend(tmp_path, capsys, backend):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--db", str(tmp_path / "x.duckdb"), "--dataset", "d", "--judge", "j", "--backend", backend,
+              "--model", "m", "--structured"])
+    assert exit_.value.code == 2 and "--structured needs --backend openai" in capsys.readouterr().err
+    assert not (tmp_path / "x.duckdb").exists()
+
+
+def test_a_structured_rater_asks_for_a_rating_on_the_scale_and_its_parser_is_unchanged(server, tmp_path):
+    script, url = server
+    db = tmp_path / "r.duckdb"
+    write_tiny_dataset(db, tmp_path / "images", n_prompts=2, pool_sizes=(4,))
+    answers = [
+        '{"rating": 4}',
+        '{"rating": "unspecified"}',
+        '{"rating": 6}',  # off the scale
+        '{"rating": 3, "why": "x"}',  # a key the schema forbids
+        '{"rating": 4.0}',  # JSON Schema counts 4.0 as the integer 4; the rating contract does not
+        "4",  # outside the schema, but a bare rating is the contract's: the parser is the same under --structured
+        "I'd say 4",
+    ]
+    script.steps = [("ok", a) for a in answers]
+    code = run_rater.main(["--db", str(db), "--dataset", "tiny", "--judge", "api", "--backend", "openai",
+                           "--model", "m", "--base-url", url, "--limit", str(len(answers)), "--structured", "--quiet"])
+    assert code == 0 and len(script.bodies) == len(answers)
+    formats = [b["response_format"] for b in script.bodies]
+    assert all(f == formats[0] for f in formats)
+    assert formats[0] == {"type": "json_schema", "json_schema": {"name": "rating_1_to_5", "strict": True, "schema": {
+        "type": "object", "required": ["rating"], "additionalProperties": False, "properties": {"rating": {
+            "anyOf": [{"type": "integer", "enum": [1, 2, 3, 4, 5]}, {"type": "string", "enum": ["unspecified"]}]}}}}}
+
+    def fits(text):
+        try:
+            jsonschema.validate(json.loads(text), formats[0]["json_schema"]["schema"])
+        except (ValueError, jsonschema.ValidationError):
+            return False
+        return True
+
+    assert [fits(a) for a in answers] == [True, True, False, False, True, False, False]
+    check = store.connect(db, read_only=True)
+    calls = store.load_rating_calls(check, "tiny").set_index("raw_output")
+    config = json.loads(check.execute("SELECT config_json FROM runs").fetchone()[0])
+    check.close()
+    assert [calls.loc[a, "status"] for a in answers] == [
+        "ok", "abstained", "parse_fail", "parse_fail", "parse_fail", "ok", "parse_fail"]
+    assert config["structured"] is True
+    check = store.connect(db, read_only=True)
+    scope = load_rating_scope(check, dataset="tiny", outcome="alignment", limit=None)
+    check.close()
+    keys = {structured: {r.request_key for r in plan_ratings(
+        scope, judge="api", instruction=load_rubric(DEFAULT_INSTRUCTION, structured),
+        conditions=select_conditions(DEFAULT_CONDITIONS, ["default"]))[0]} for structured in (False, True)}
+    assert len(keys[False]) == len(keys[True]) == 8 and not keys[False] & keys[True]
+    assert set(calls["request_key"]) <= keys[True]
+
+
+@pytest.mark.parametrize("form", ["separate", "joined"])
+def test_an_api_key_on_the_command_line_is_sent_but_never_stored(server, tmp_path, form):
+    script, url = server
+    db = tmp_path / "k.duckdb"
+    write_tiny_dataset(db, tmp_path / "images", n_prompts=1, pool_sizes=(3,))
+    secret = "sk-test-do-not-store-1234"
+    key_args = ["--api-key", secret] if form == "separate" else [f"--api-key={secret}"]
+    done = subprocess.run([sys.executable, "-m", "runners.run_judge", "--db", str(db), "--dataset", "tiny",
+                           "--judge", "api", "--backend", "openai", "--model", "m", "--base-url", url, "--orders", "1",
+                           "--quiet", *key_args], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert script.headers[0]["Authorization"] == f"Bearer {secret}"
+    _, runs = read_back(db, "SELECT config_json FROM runs")
+    config = json.loads(runs[0][0])
+    assert "--api-key" in " ".join(config["argv"]) and "api_key" not in config
+    assert secret not in runs[0][0] and secret.encode() not in db.read_bytes()

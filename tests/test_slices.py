@@ -198,7 +198,7 @@ def test_the_overview_and_judge_pages_follow_the_slice_picker_in_the_url(tmp_pat
         pages[page] = at
     chart = pages["overview"].get("plotly_chart")
     assert any("Regret by category" in c.proto.spec for c in chart)
-    (table,) = [d.value for d in pages["judges"].dataframe if d.value.index.name == "value"]
+    (table,) = [d.value for d in pages["judges"].dataframe if list(d.value.columns[:1]) == ["category"]]
     # the page shows text cells (app_ui.draw.table): the slice's values, their prompt counts, each judge's gain
     assert list(table["category"]) == ["festivals", "weddings"] and list(table["prompts"]) == ["8", "4"]
     assert list(table.columns) == ["category", "prompts", "alpha", "beta"]

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_core.timing import TIMING_COLUMNS, is_not_json, timing_table
+from audit_core.timing import GATE_COST_COLUMNS, TIMING_COLUMNS, gate_cost, is_not_json, timing_table
 from tests.test_position_detail import judgeacts  # noqa: F401  (the shared JudgeActs fixture)
 
 STRICT = '{"choice": "A", "ranking": ["A", "B"]}'
@@ -99,3 +99,37 @@ def test_published_validity_and_timing(judgeacts) -> None:  # noqa: F811
     # the raw text agrees with the flags JudgeActs recorded
     smol = calls[calls["judge"] == "smol"]
     assert sum(is_not_json(raw, None) for raw in smol["raw_output"]) == 880
+
+
+def test_gate_cost_from_built_calls() -> None:
+    # judge a: order 0 takes 2 s, orders 1 and 2 take 1 s each; judge b: two orders, order 0 takes 3 s and 1 s
+    rows = [call("a", p, k, "ok", STRICT, 2.0 if k == 0 else 1.0) for p in ("p1", "p2") for k in range(3)]
+    rows += [call("b", p, k, "ok", STRICT, s) for p, k, s in (("p1", 0, 3.0), ("p1", 1, 5.0), ("p2", 0, 1.0),
+                                                                 ("p2", 1, 3.0))]
+    timing = timing_table(pd.DataFrame(rows))
+    policies = pd.DataFrame([
+        ("a", "judge", "a", None, 1.0), ("a majority", "majority", "a", None, 1.0),
+        ("a agree>=3/3", "order_gate", "a", None, 0.4), ("a+b agree", "judge_gate", "a", "b", 0.5),
+        ("b+a agree", "judge_gate", "b", "a", 0.5), ("a+clip agree", "scorer_gate", "a", "clip", 0.3),
+        ("a agree>=3/3 rejected", "order_gate_rejected", "a", None, 0.6),
+    ], columns=["policy", "kind", "base_judge", "partner", "coverage"])
+    cost = gate_cost(timing, policies).set_index("policy")
+    assert cost.columns.tolist() == GATE_COST_COLUMNS[1:]
+    assert list(cost.index) == ["a majority", "a agree>=3/3", "a+b agree", "b+a agree", "a+clip agree"]
+    # all orders over order 0: (2 + 1 + 1) / 2 for a, the study's "K orders cost 2.6-2.8x one"
+    assert cost.loc["a agree>=3/3", ["judge_calls", "seconds_per_prompt", "over_one"]].tolist() == [3, 4.0, 2.0]
+    assert cost.loc["a majority", "over_one"] == 2.0 and cost.loc["a agree>=3/3", "coverage"] == 0.4
+    # both judges' order 0: 2 s (a) + mean(3, 1) = 2 s (b), against each base judge's own order 0
+    assert cost.loc["a+b agree", ["judge_calls", "seconds_per_prompt", "over_one"]].tolist() == [2, 4.0, 2.0]
+    assert cost.loc["b+a agree", "over_one"] == 2.0 and cost.loc["b+a agree", "seconds_per_prompt"] == 4.0
+    assert cost.loc["a+clip agree", "judge_calls"] == 1 and np.isnan(cost.loc["a+clip agree", "over_one"])
+    untimed = gate_cost(timing.assign(prompt_seconds_one_order=np.nan), policies)
+    assert untimed["over_one"].isna().all()
+
+
+def test_published_cost_of_three_orders(judgeacts) -> None:  # noqa: F811
+    _, calls = judgeacts
+    policies = pd.DataFrame([(f"{j} agree>=3/3", "order_gate", j, None, 0.5) for j in ("qwen", "smol")],
+                            columns=["policy", "kind", "base_judge", "partner", "coverage"])
+    cost = gate_cost(timing_table(calls), policies).set_index("base_judge")["over_one"]
+    assert [f"{cost[j]:.2f}" for j in ("qwen", "smol")] == ["2.57", "2.80"]  # the study: 2.6-2.8x one order

@@ -1,7 +1,7 @@
 """Validated pools and recorded calls, written to the store idempotently.
 
 Every importer builds a `PoolSet` (and optionally `ImportedRun`s,
-`ImportedScores` and `ImportedRatings`) in memory; `write_dataset` validates all
+`ImportedScores`, `ImportedRatings` and attribute judges' runs) in memory; `write_dataset` validates all
 of it before it opens the database, then writes everything in one transaction:
 either all of it lands or the database is left exactly as it was.
 
@@ -22,9 +22,10 @@ import hashlib
 import json
 import math
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import duckdb
 import pandas as pd
@@ -32,8 +33,9 @@ import pandas as pd
 from audit_core import store
 from audit_core.errors import InputError
 from audit_core.orders import slot_labels
-from audit_core.records import DatasetRecord, RunRecord, utc_now
+from audit_core.records import DatasetRecord, RunRecord, TaxonomyRecord, utc_now
 from audit_core.schema import CALL_STATUSES, OUTCOME_SCALES, RATING_STATUSES
+from audit_core.taxonomy import Taxonomy
 
 MIN_POOL_SIZE = 2
 CHOSEN_STATUSES = ("ok", "recovered")
@@ -51,8 +53,10 @@ class PoolSet:
     ratings: candidate_id, outcome, pool, value, n
     votes: candidate_id, outcome, pool, annotator, value
     attributes: candidate_id, attribute, value (item attributes for breakdowns, e.g. culture)
+    gold_labels: candidate_id, attribute, label (attribute judges' reference, DESIGN §4c)
     (each optionally with `line`, the source line or row, for error messages)
     scales: [lo, hi] of each outcome beyond schema.OUTCOME_SCALES, as the source declares it
+    taxonomy: the taxonomy the gold labels belong to (required with gold labels)
     """
 
     dataset_id: str
@@ -71,6 +75,10 @@ class PoolSet:
     source_revision: str | None = None
     notes: str | None = None
     scales: dict[str, tuple[float, float]] = field(default_factory=dict)
+    gold_labels: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=["candidate_id", "attribute", "label"])
+    )
+    taxonomy: Taxonomy | None = None
 
     def manifest_sha256(self) -> str:
         return store.manifest_sha256(self.candidates, self.prompts)
@@ -85,6 +93,9 @@ class PoolSet:
         ]
         if len(self.attributes):  # absent attributes leave the hash of earlier datasets as it was
             parts.append(_frame_sha256(self.attributes, "candidate_attributes", ["candidate_id", "attribute"]))
+        if len(self.gold_labels):  # likewise: a dataset without gold labels hashes as before
+            parts.append(_frame_sha256(self.gold_labels, "gold_labels", ["candidate_id", "attribute"]))
+            parts.append(self.taxonomy.sha256 if self.taxonomy is not None else "")
         return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
@@ -195,15 +206,20 @@ def _file(frame: pd.DataFrame, mask: pd.Series, default: str) -> str:
     return named if isinstance(named, str) else default
 
 
-def check_pools(pools: PoolSet) -> None:
+def check_pools(pools: PoolSet, *, selector_calls: bool = True) -> None:
     """Raise InputError unless the pools are well formed.
 
-    Every prompt id is unique and has ≥ MIN_POOL_SIZE candidates; every candidate
-    id is unique and belongs to a known prompt; there is some rating or vote;
+    Every prompt id is unique and has a candidate, ≥ MIN_POOL_SIZE of them where a selection
+    audit applies: the dataset comes with selector decisions (`selector_calls`) or has
+    alignment ratings, the selection audit's utility (a one-image prompt would count as a
+    pick with no regret). Rating and attribute judges see one image at a time, so their
+    datasets may have one image per prompt; every candidate
+    id is unique and belongs to a known prompt; there is some rating, vote or gold label;
     every rating and vote value is a finite number on its outcome's scale
     (schema.OUTCOME_SCALES, or `pools.scales` for other outcomes); a vote's
     annotator appears once per (candidate, outcome, pool); every pool holding
-    alignment ratings (the selection audit's utility) rates every candidate.
+    alignment ratings (the selection audit's utility) rates every candidate;
+    gold labels name known candidates, once per attribute, with a label of the taxonomy's answers.
     """
     source, prompts, candidates = pools.source, pools.prompts, pools.candidates
 
@@ -222,18 +238,18 @@ def check_pools(pools: PoolSet) -> None:
         pid = candidates.loc[orphan, "prompt_id"].iloc[0]
         fail(f"candidate of unknown prompt {pid!r}", candidates, orphan, "prompt_id")
     sizes = candidates.groupby("prompt_id").size().reindex(prompts["prompt_id"], fill_value=0)
-    small = prompts["prompt_id"].map(sizes) < MIN_POOL_SIZE
+    selection = ["selector decisions"] if selector_calls else []
+    selection += [f"{UTILITY} ratings, the selection audit's utility"] if utility_pools(pools) else []
+    small = prompts["prompt_id"].map(sizes) < (MIN_POOL_SIZE if selection else 1)
     if small.any():
         pid = prompts.loc[small, "prompt_id"].iloc[0]
-        fail(
-            f"prompt {pid!r} has {int(sizes[pid])} candidate(s); a pool needs at least {MIN_POOL_SIZE}",
-            prompts,
-            small,
-            "candidates",
-        )
-    if pools.ratings.empty and pools.votes.empty:
-        raise InputError("no ratings and no votes: nothing to audit the judges against "
-                         "(give an alignment rating per candidate, or votes)", file=source)
+        need = (f"a pool needs at least {MIN_POOL_SIZE} where a selection audit applies (this dataset has "
+                f"{' and '.join(selection)}; without them, one image per prompt suits rating and attribute judges)"
+                if selection else "a prompt needs at least one")
+        fail(f"prompt {pid!r} has {int(sizes[pid])} candidate(s); {need}", prompts, small, "candidates")
+    if pools.ratings.empty and pools.votes.empty and pools.gold_labels.empty:
+        raise InputError("no ratings and no votes (nor gold labels): nothing to audit the judges against "
+                         "(give an alignment rating per candidate, votes, or gold labels)", file=source)
     # votes first: a bad vote makes its derived consensus bad too, and the error should
     # name the vote's own line
     for name, frame in (("votes", pools.votes), ("ratings", pools.ratings)):
@@ -280,6 +296,7 @@ def check_pools(pools: PoolSet) -> None:
     if dup.any():
         row = attributes.loc[dup.to_numpy()].iloc[0]
         fail(f"candidate {row['candidate_id']!r} has attribute {row['attribute']!r} twice", attributes, dup, row["attribute"])
+    _check_gold_labels(pools, fail)
     ratings = pools.ratings
     for pool in utility_pools(pools):
         aligned = ratings.loc[(ratings["outcome"] == UTILITY) & (ratings["pool"] == pool), "candidate_id"]
@@ -294,6 +311,33 @@ def check_pools(pools: PoolSet) -> None:
                 unrated,
                 UTILITY,
             )
+
+
+def _check_gold_labels(pools: PoolSet, fail: Callable[[str, pd.DataFrame, pd.Series, str], None]) -> None:
+    """`fail(message, frame, mask, field)` unless every gold label is of a known candidate, once per
+    attribute, and one of its attribute's answers in `pools.taxonomy`."""
+    gold = pools.gold_labels
+    if gold.empty:
+        return
+    if pools.taxonomy is None:
+        raise InputError("gold labels without a taxonomy to check them against", file=pools.source)
+    stray = ~gold["candidate_id"].isin(pools.candidates["candidate_id"])
+    if stray.any():
+        fail(f"gold label of unknown candidate {gold.loc[stray, 'candidate_id'].iloc[0]!r}", gold, stray, "candidate_id")
+    dup = gold.duplicated(["candidate_id", "attribute"])
+    if dup.any():
+        row = gold.loc[dup.to_numpy()].iloc[0]
+        fail(f"candidate {row['candidate_id']!r} has two gold labels for {row['attribute']!r}", gold, dup, "attribute")
+    answers = {a.name: set(a.answers()) for a in pools.taxonomy.attributes}
+    unknown = ~gold["attribute"].isin(list(answers))
+    if unknown.any():
+        fail(f"attribute {gold.loc[unknown, 'attribute'].iloc[0]!r} is not in taxonomy {pools.taxonomy.name!r} "
+             f"({', '.join(answers)})", gold, unknown, "attribute")
+    off = ~pd.Series([label in answers[a] for a, label in zip(gold["attribute"], gold["label"])], index=gold.index)
+    if off.any():
+        row = gold.loc[off.to_numpy()].iloc[0]
+        fail(f"{row['label']!r} is not a label of {row['attribute']!r} "
+             f"({', '.join(sorted(answers[row['attribute']]))})", gold, off, "label")
 
 
 def _field(row: pd.Series) -> str:
@@ -412,14 +456,15 @@ def check_ratings(imported: ImportedRatings, candidates: pd.DataFrame) -> None:
                                 f"recorded on line {int(lines[first.to_numpy()].iloc[0])}")
 
 
-def write_pools(con: duckdb.DuckDBPyConnection, pools: PoolSet, *, replace: bool = False) -> str:
-    """Write a dataset's pools; returns 'created', 'replaced' or 'unchanged'.
+def write_pools(con: duckdb.DuckDBPyConnection, pools: PoolSet, *, replace: bool = False,
+                selector_calls: bool = True) -> str:
+    """Write a dataset's pools (checked by `check_pools`); returns 'created', 'replaced' or 'unchanged'.
 
     Idempotent: the same prompts, candidates, ratings and votes again is a no-op.
     Different content under an existing dataset id is refused unless `replace`
     (which drops the dataset's recorded runs too). Call inside a transaction.
     """
-    check_pools(pools)
+    check_pools(pools, selector_calls=selector_calls)
     manifest = pools.manifest_sha256()
     content_sha = pools.content_sha256()
     existing = store.dataset_row(con, pools.dataset_id)
@@ -456,6 +501,10 @@ def write_pools(con: duckdb.DuckDBPyConnection, pools: PoolSet, *, replace: bool
     store.insert_frame(con, "ratings", pools.ratings.assign(dataset_id=ds))
     store.insert_frame(con, "votes", pools.votes.assign(dataset_id=ds))
     store.insert_frame(con, "candidate_attributes", pools.attributes.assign(dataset_id=ds))
+    if len(pools.gold_labels):
+        store.insert_frame(con, "gold_labels", pools.gold_labels.assign(dataset_id=ds))
+        tax = pools.taxonomy
+        store.insert_records(con, "taxonomies", [TaxonomyRecord(ds, tax.name, tax.version, tax.sha256, tax.to_json())])
     return outcome
 
 
@@ -607,6 +656,17 @@ def _stamped(calls: pd.DataFrame, run_id: str, now: object, key_columns: tuple[s
     return out
 
 
+class AttachedRun(Protocol):
+    """An imported run of another judge kind (e.g. `audit_core.ingest.labelers.ImportedLabeler`) that
+    `write_dataset` validates and writes with the rest: `check` raises InputError, `write` returns a report line."""
+
+    judge: str
+
+    def check(self, candidates: pd.DataFrame) -> None: ...
+
+    def write(self, con: duckdb.DuckDBPyConnection, dataset_id: str, *, replace: bool) -> str: ...
+
+
 def write_dataset(
     db: str | Path,
     pools: PoolSet,
@@ -615,15 +675,19 @@ def write_dataset(
     ratings: Sequence[ImportedRatings] = (),
     *,
     replace: bool = False,
+    attached: Sequence[AttachedRun] = (),
 ) -> list[str]:
-    """Validate everything, then write pools, runs, scores and ratings in one transaction.
+    """Validate everything, then write pools, runs, scores, ratings and `attached` runs in one transaction.
 
     Validation happens before the database is opened, so bad input never even
     creates the file; a failure after this call created it removes it again
-    (see `discarded_on_failure`). Returns one report line per part written.
+    (see `discarded_on_failure`). Returns one report line per part written. Prompts
+    need ≥ MIN_POOL_SIZE candidates only when selector decisions (`runs`) come with them.
     """
-    check_pools(pools)
-    names = [r.judge for r in runs] + [s.scorer for s in scores] + [r.judge for r in ratings]
+    check_pools(pools, selector_calls=bool(runs))
+    names = [r.judge for r in runs] + [s.scorer for s in scores] + [r.judge for r in ratings] + [a.judge for a in attached]
+    for other in attached:
+        other.check(pools.candidates)
     for run in runs:
         check_calls(run, pools.candidates)
     for imported in scores:
@@ -637,7 +701,7 @@ def write_dataset(
         con = store.connect(db)
         try:
             with store.transaction(con):
-                report = [f"pools: {write_pools(con, pools, replace=replace)}"]
+                report = [f"pools: {write_pools(con, pools, replace=replace, selector_calls=bool(runs))}"]
                 for run in runs:
                     outcome = write_imported_run(con, pools.dataset_id, run, replace=replace)
                     counts = run.calls["status"].value_counts().to_dict()
@@ -649,6 +713,7 @@ def write_dataset(
                     outcome = write_imported_ratings(con, pools.dataset_id, rated, replace=replace)
                     counts = rated.calls["status"].value_counts().to_dict()
                     report.append(f"rater {rated.judge}: {outcome}, {len(rated.calls)} ratings of {rated.outcome} {counts}")
+                report.extend(other.write(con, pools.dataset_id, replace=replace) for other in attached)
         finally:
             con.close()
     return report

@@ -20,6 +20,11 @@ object per line). The column contract is docs/table-contract.md; in short:
 - ratings of a rating judge, one row per (candidate, condition): candidate_id,
   rating (an integer on the rated outcome's scale) or none; optional
   condition (default 'default'), status, raw_output, parse_note, attempts, seconds.
+- gold labels, one row per (candidate, attribute): candidate_id, attribute, label,
+  where the label is one of the taxonomy's answers for that attribute.
+- an attribute judge's answers, one row per (candidate, attribute[, condition]):
+  candidate_id, attribute, label (absent: the field was missing); optional
+  rationale, condition (default 'default'). A label off the taxonomy is kept as given.
 
 Errors name the file, the line (CSV: physical line of the row's start; JSONL:
 line; Parquet: row number from 1) and the column. Unknown columns are refused
@@ -49,8 +54,10 @@ from audit_core.ingest.pools import (
     PoolSet,
     with_votes,
 )
+from audit_core.ingest.labelers import ImportedLabeler
 from audit_core.orders import slot_labels
 from audit_core.schema import CALL_STATUSES, INTEGER_MAX, OUTCOME_SCALES
+from audit_core.taxonomy import Attribute, Taxonomy
 
 LIST_SEPARATOR = "|"
 DEFAULT_POOL = "all"
@@ -82,6 +89,8 @@ DECISION_COLUMNS: frozenset[str] = frozenset(
     }
 )
 SCORE_COLUMNS: frozenset[str] = frozenset({"candidate_id", "score"})
+GOLD_COLUMNS: frozenset[str] = frozenset({"candidate_id", "attribute", "label"})
+LABELER_COLUMNS: frozenset[str] = frozenset({"candidate_id", "attribute", "label", "rationale", "condition"})
 
 
 def read_rows(path: str | Path) -> Iterator[tuple[int, dict]]:
@@ -470,3 +479,67 @@ def read_ratings_table(
     if not calls:
         raise InputError("no ratings found", file=path)
     return ImportedRatings(judge=judge, source_file=str(path), calls=pd.DataFrame(calls), outcome=outcome, scale=scale)
+
+
+def _taxonomy_attribute(row: _Row, taxonomy: Taxonomy) -> Attribute:
+    """The row's `attribute`, which must be one of the taxonomy's."""
+    name = row.text("attribute", required=True, id_like=True)
+    if name not in taxonomy.names():
+        row.fail("attribute", f"{name!r} is not an attribute of taxonomy {taxonomy.name!r} "
+                              f"({', '.join(taxonomy.names())})")
+    return taxonomy.attribute(name)
+
+
+def read_gold_labels_table(path: str | Path, taxonomy: Taxonomy) -> pd.DataFrame:
+    """Parse a gold-labels table: candidate_id, attribute, label (plus line and file for errors).
+
+    Every label is one of its attribute's answers in `taxonomy` (its labels or its abstention
+    label), exactly as written; check_pools puts each on a known candidate, once per attribute.
+    """
+    path = Path(path)
+    rows = []
+    for line, cells in read_rows(path):
+        row = _Row(path, line, cells, GOLD_COLUMNS)
+        cid = row.text("candidate_id", required=True, id_like=True)
+        attribute = _taxonomy_attribute(row, taxonomy)
+        label = row.text("label", required=True)
+        if label not in attribute.answers():
+            row.fail("label", f"{values.shown(label)} is not a label of {attribute.name!r} in taxonomy "
+                              f"{taxonomy.name!r} ({', '.join(attribute.answers())})")
+        rows.append({"candidate_id": cid, "attribute": attribute.name, "label": label, "line": line, "file": str(path)})
+    if not rows:
+        raise InputError("no gold labels found", file=path)
+    return pd.DataFrame(rows)
+
+
+def answer_status(attribute: Attribute, value: str | None) -> tuple[str, str | None]:
+    """(status, label) of one recorded answer: ('ok', value) for one of the labels, ('abstained', None)
+    for the abstention label, ('missing', None) for no value, ('off_taxonomy', None) for anything else
+    (never matched to a near label: case and spacing count)."""
+    if value is None:
+        return "missing", None
+    if value in attribute.labels:
+        return "ok", value
+    return ("abstained", None) if value == attribute.abstain else ("off_taxonomy", None)
+
+
+def read_labeler_table(path: str | Path, judge: str, taxonomy: Taxonomy) -> ImportedLabeler:
+    """Parse an attribute judge's recorded answers into an ImportedLabeler (no database access).
+
+    Each row answers one attribute of `taxonomy` for one image under one condition (default
+    'default'); its status follows `answer_status`, the value as given kept in `answer`.
+    """
+    path = Path(path)
+    rows = []
+    for line, cells in read_rows(path):
+        row = _Row(path, line, cells, LABELER_COLUMNS)
+        cid = row.text("candidate_id", required=True, id_like=True)
+        attribute = _taxonomy_attribute(row, taxonomy)
+        answer = row.text("label")
+        status, label = answer_status(attribute, answer)
+        rows.append({"candidate_id": cid, "condition": row.text("condition", id_like=True) or DEFAULT_CONDITION,
+                     "attribute": attribute.name, "status": status, "label": label, "answer": answer,
+                     "rationale": row.text("rationale"), "line": line})
+    if not rows:
+        raise InputError("no answers found", file=path)
+    return ImportedLabeler(judge=judge, source_file=str(path), answers=pd.DataFrame(rows), taxonomy=taxonomy)

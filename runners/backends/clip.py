@@ -4,11 +4,15 @@ The prompt goes in raw (no template); images get the model's default
 evaluation preprocessing; each image is scored alone, in batches, so the score
 cannot depend on the order of a pool. Ties between candidates are left to the
 audit, which breaks them by canonical order.
+
+`zero_shot_classifier` is the zero-shot label task's half (runners/clip_labels.py):
+the cosine of each image, alone, with every templated label prompt.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import open_clip
@@ -58,3 +62,28 @@ class ClipScorer:
             features = features / features.norm(dim=-1, keepdim=True)
             scores += (features.float() @ text.float().T).squeeze(1).tolist()
         return scores
+
+
+@torch.inference_mode()
+def zero_shot_classifier(scorer: ClipScorer, prompts: Sequence[str]) -> Callable[[Sequence[str]], list[list[float]]]:
+    """Encode `prompts` once (raw, as given); the function returned gives, for each image file,
+    its cosine similarity with every prompt: rows in the order of the images, columns in the
+    order of `prompts`, images encoded alone in batches of the scorer's batch size."""
+    tokens = scorer.tokenizer(list(prompts)).to(scorer.device)
+    text = scorer.model.encode_text(tokens).float()
+    text = text / text.norm(dim=-1, keepdim=True)
+
+    @torch.inference_mode()
+    def cosines(image_paths: Sequence[str]) -> list[list[float]]:
+        rows: list[list[float]] = []
+        for start in range(0, len(image_paths), scorer.batch_size):
+            batch = []
+            for path in image_paths[start : start + scorer.batch_size]:
+                with Image.open(path) as image:
+                    batch.append(scorer.preprocess(image.convert("RGB")))
+            features = scorer.model.encode_image(torch.stack(batch).to(scorer.device)).float()
+            features = features / features.norm(dim=-1, keepdim=True)
+            rows += (features @ text.T).tolist()
+        return rows
+
+    return cosines

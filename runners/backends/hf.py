@@ -9,12 +9,22 @@ are shrunk to fit a `max_edge` bounding box (aspect kept) before the
 processor sees them. Idefics3-style processors (SmolVLM, SmolVLM2) run with
 image splitting off, so each image is encoded once at the model's native
 size. Decoding is greedy with at most `max_new_tokens` new tokens.
+
+`generate_batch` answers several requests with one generate(): each request's
+turn is rendered as above (any number of images each), the token sequences
+are padded on the left (so every reply starts at the same position and the
+attention mask hides the padding), and each row is cut at its first
+end-of-sequence token. Greedy replies are the same as one request at a time
+(tests/test_hf_batching.py checks it on tiny Qwen3-VL and SmolVLM2 models in
+float32 on CPU; bfloat16 kernels on a GPU are not guaranteed to be batch
+invariant, so `benchmarks.bench_inference` counts the replies that differ).
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -28,7 +38,7 @@ FINGERPRINT_BYTES = 1 << 20  # leading bytes of each weight file hashed for a lo
 
 
 class HFSelector:
-    """One transformers model shared by the recorder's threads (calls run one at a time)."""
+    """One transformers model shared by the recorder's threads (generate() calls run one at a time)."""
 
     def __init__(
         self,
@@ -51,6 +61,9 @@ class HFSelector:
         self.processor_kwargs: dict[str, object] = {}
         if hasattr(self.processor.image_processor, "do_image_splitting"):
             self.processor_kwargs["do_image_splitting"] = False
+        self.processor.tokenizer.padding_side = "left"
+        eos = self.model.generation_config.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         self._lock = threading.Lock()
 
     def model_revision(self) -> str | None:
@@ -80,19 +93,32 @@ class HFSelector:
 
     def inputs(self, request: JudgeRequest) -> dict:
         """Processor output (tensors on the model's device) for `request`."""
-        images = [load_fitted(path, self.max_edge) for path in request.image_paths]
-        text = self.processor.apply_chat_template(self.messages(request), add_generation_prompt=True, tokenize=False)
-        inputs = self.processor(text=[text], images=[images], return_tensors="pt", **self.processor_kwargs)
+        return self.batch_inputs([request])
+
+    def batch_inputs(self, requests: Sequence[JudgeRequest]) -> dict:
+        """Processor output for several requests, one row each, padded on the left."""
+        images = [[load_fitted(path, self.max_edge) for path in r.image_paths] for r in requests]
+        texts = [self.processor.apply_chat_template(self.messages(r), add_generation_prompt=True, tokenize=False)
+                 for r in requests]
+        inputs = self.processor(text=texts, images=images, return_tensors="pt", padding=True,
+                                **self.processor_kwargs)
         inputs = inputs.to(self.device)
         if "pixel_values" in inputs:
             inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)
         return inputs
 
-    @torch.inference_mode()
     def generate(self, request: JudgeRequest) -> str:
         """Greedy decoding of the reply; only the new tokens are returned, special tokens dropped."""
-        inputs = self.inputs(request)
+        return self.generate_batch([request])[0]
+
+    @torch.inference_mode()
+    def generate_batch(self, requests: Sequence[JudgeRequest]) -> list[str]:
+        """Greedy replies to `requests` from one generate() (see the module docstring), in their order."""
+        inputs = self.batch_inputs(requests)
         with self._lock:
             output = self.model.generate(**inputs, do_sample=False, max_new_tokens=self.max_new_tokens)
-        new_tokens = output[0, inputs["input_ids"].shape[1] :]
-        return self.processor.decode(new_tokens, skip_special_tokens=True)
+        replies = []
+        for row in output[:, inputs["input_ids"].shape[1] :].tolist():
+            end = next((i + 1 for i, token in enumerate(row) if token in self.eos_ids), len(row))
+            replies.append(self.processor.decode(row[:end], skip_special_tokens=True))
+        return replies

@@ -2,7 +2,12 @@
 
 The request is one user message: the instruction text, then per slot the text
 "Image A:" and the image as a base64 PNG data URL, then the closing text.
-Decoding is greedy (temperature 0) with a bounded `max_tokens`.
+Decoding is greedy (temperature 0) with a bounded `max_tokens`. A request
+planned with structured output (`--structured`) also carries `response_format`
+{"type": "json_schema", "json_schema": {"name", "schema", "strict": true}} with
+the request's own schema (`output_schema()`: the supplied labels for a
+selector, the scale for a rater); a server that ignores it is not detected
+here, and the strict parser judges the answer either way.
 
 Bounds: every exchange with the endpoint (connect, send, status, headers and
 the whole body) has a wall-clock deadline of `timeout` seconds, however slowly
@@ -115,12 +120,19 @@ class OpenAISelector:
                 content.append({"type": "text", "text": value})
             else:
                 content.append({"type": "image_url", "image_url": {"url": self._data_url(value)}})
-        return {
+        body = {
             "model": self.model,
             "messages": [{"role": "user", "content": content}],
             "max_tokens": self.max_new_tokens,
             "temperature": 0,
         }
+        schema_of = getattr(request, "output_schema", None)  # request kinds without structured output lack it
+        constraint = schema_of() if schema_of is not None else None
+        if constraint is not None:
+            name, schema = constraint
+            body["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": name, "schema": schema, "strict": True}}
+        return body
 
     def generate(self, request: JudgeRequest) -> str:
         """POST the request; wait out rate limits; raise on transport errors, missed deadlines and error statuses."""

@@ -1,0 +1,64 @@
+"""What makes a page read at a glance: one colour per name on every page, coverage beside every
+gated policy, intervals in cells, and tables drawn at their full height (`frame`). The figures
+themselves are `findings.figures`'."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from app_ui import draw
+from app_ui.context import Selection
+from findings import colours
+from findings.figures import with_coverage
+
+GATED = ("order_gate", "judge_gate", "scorer_gate", "composed_gate")  # kinds that act on part of the prompts
+
+
+def name_colours(sel: Selection) -> dict[str, str]:
+    """One colour per selector judge and content scorer of the dataset (`findings.colours`), the same
+    mapping on every page: a clash between two names is settled within the same set everywhere."""
+    scorers = list(sel.data().scores) if sel.pools else []
+    return colours.name_colours([*sel.judges, *scorers])
+
+
+def coverage_labels(policies: pd.DataFrame, name: str = "policy") -> pd.Series:
+    """Each row's `name`, with its coverage beside it when it is gated (a kind in GATED) or acts on
+    fewer than all prompts (rounded below 100%)."""
+    partial = policies["coverage"].map(lambda c: draw.percent(c) != "100%")
+    gated = policies["kind"].isin(GATED) | partial
+    return pd.Series([with_coverage(n, c) if g else str(n) for n, c, g in
+                      zip(policies[name], policies["coverage"], gated)], index=policies.index)
+
+
+def percent_interval(value: object, lo: object, hi: object) -> str:
+    """"49% [46%, 52%]", the value alone without bounds, a dash without a value."""
+    text = draw.percent(value)
+    if text == draw.MISSING or draw.MISSING in (draw.percent(lo), draw.percent(hi)):
+        return text
+    return f"{text} [{draw.percent(lo)}, {draw.percent(hi)}]"
+
+
+def judge_table(judges: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """`draw.table` of the judges rows, with the first-slot share as a percentage and its 95% interval."""
+    shown = draw.table(judges, [c for c in columns if c != "first_slot"])
+    if "first_slot" in columns:
+        cells = [percent_interval(v, lo, hi) for v, lo, hi in
+                 zip(judges["first_slot"], judges["first_slot_lo"], judges["first_slot_hi"])]
+        shown.insert(list(columns).index("first_slot"), draw.COLUMNS["first_slot"].header + " [95%]", cells)
+    return shown
+
+
+def frame(table: pd.DataFrame, where: Any = None, *, index: bool = False, **kwargs: Any) -> None:
+    """`st.dataframe` (in container `where`, default the page) tall enough for every row, so a small
+    table never scrolls; the index only with `index`."""
+    (where or st).dataframe(table, hide_index=not index, width="stretch", height="content", **kwargs)
+
+
+def times(ratio: object) -> str:
+    """A cost ratio as "2.57×", a dash where it is unknown."""
+    text = draw.number(ratio)
+    return text if text == draw.MISSING else f"{text}×"

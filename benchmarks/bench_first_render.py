@@ -1,0 +1,174 @@
+"""Time the overview's first render in a real browser: navigation to headline cards with intervals.
+
+    python -m benchmarks.bench_first_render [--demo data/demo.duckdb] [--synthetic 100000]
+                                            [--repeat 3] [--no-cold]
+
+For each database a `streamlit run app.py -- --db DB` server is started on 127.0.0.1
+and headless Chromium opens `?page=overview&dataset=...`; the figure is the time from
+asking for the page to the moment the focus judge's "Gain over random" card shows its
+interval (`[lo, hi]`), polled every 20 ms. Each "first" figure is on a fresh server
+process, so nothing is in the app's memory, only what `<db stem>_cache/` holds:
+
+- cold: the cache folder removed first, so the first render runs the audit (and fills it);
+- cached: the cache present (median of --repeat fresh servers);
+- rerun: the same page opened again on the last server (everything in memory).
+
+The demo is built first when missing (`runners.demo`), the synthetic database
+(`benchmarks.synthetic`, default /tmp/judge_audit_synthetic_N.duckdb) too; neither is timed.
+The load average is printed before and after: other jobs on the machine slow every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from audit_core.audit_cache import cache_folder
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+POLL = 0.02
+TIMEOUT = 1800.0  # a cold audit at 100,000 prompts takes minutes
+HEADLINE = """return Array.from(document.querySelectorAll('[data-testid="stMetric"]')).some(m =>
+  m.innerText.includes('Gain over random') && m.innerText.includes('['))"""
+FAILED = """return Array.from(document.querySelectorAll('[data-testid="stException"], [data-testid="stAlertContentError"]'))
+  .map(e => e.innerText).join(' | ')"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def app_server(db: Path) -> Iterator[str]:
+    """A Streamlit server of app.py allowed to open `db` only; yields its URL once healthy."""
+    port = _free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none", "--", "--db", str(db)]
+    env = {k: v for k, v in os.environ.items() if k not in ("JUDGE_AUDIT_DB", "JUDGE_AUDIT_DATA_DIR")}
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    raise RuntimeError(f"streamlit did not start: {log.read().decode(errors='replace')[-2000:]}")
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@contextmanager
+def chromium() -> Iterator[object]:
+    """Headless Chromium through chromedriver, with a throwaway profile."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="bench-chrome-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--no-first-run", "--window-size=1400,1600", f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def time_overview(driver: object, url: str, dataset: str) -> float:
+    """Seconds from asking for the overview of `dataset` to its gain card showing an interval."""
+    target = f"{url}/?{urllib.parse.urlencode({'page': 'overview', 'dataset': dataset})}"
+    driver.get("about:blank")
+    started = time.perf_counter()
+    driver.get(target)
+    while not driver.execute_script(HEADLINE):
+        if time.perf_counter() - started > TIMEOUT:
+            raise RuntimeError(f"the overview of {dataset!r} never showed its headline interval")
+        if error := driver.execute_script(FAILED):
+            raise RuntimeError(f"the overview of {dataset!r} shows an error: {error[:500]}")
+        time.sleep(POLL)
+    return time.perf_counter() - started
+
+
+def bench(driver: object, db: Path, dataset: str, repeat: int, cold: bool) -> dict[str, float]:
+    """{"cold", "cached", "rerun"} seconds of the overview's first render on `db` (module docstring)."""
+    figures: dict[str, float] = {}
+    if cold:
+        shutil.rmtree(cache_folder(db), ignore_errors=True)
+        with app_server(db) as url:
+            figures["cold"] = time_overview(driver, url, dataset)
+    cached = []
+    for i in range(max(1, repeat)):
+        with app_server(db) as url:
+            cached.append(time_overview(driver, url, dataset))
+            if i == repeat - 1:
+                figures["rerun"] = time_overview(driver, url, dataset)
+    figures["cached"] = statistics.median(cached)
+    figures["cached_all"] = cached  # type: ignore[assignment]
+    return figures
+
+
+def _ensure(db: Path, command: list[str]) -> None:
+    if not db.is_file():
+        subprocess.run([sys.executable, "-m", *command], cwd=ROOT, check=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_first_render", description=__doc__.splitlines()[0])
+    parser.add_argument("--demo", type=Path, default=ROOT / "data" / "demo.duckdb")
+    parser.add_argument("--synthetic", type=int, default=0, help="also a generated dataset of this many prompts")
+    parser.add_argument("--synthetic-db", type=Path, default=None)
+    parser.add_argument("--repeat", type=int, default=3, help="fresh servers per cached figure (median)")
+    parser.add_argument("--no-cold", action="store_true", help="skip the cold (no cache) figure")
+    args = parser.parse_args(argv)
+
+    runs = [(args.demo.resolve(), "demo", ["runners.demo", "--db", str(args.demo)])]
+    if args.synthetic:
+        db = (args.synthetic_db or Path(f"/tmp/judge_audit_synthetic_{args.synthetic}.duckdb")).resolve()
+        runs.append((db, f"synthetic-{args.synthetic}",
+                     ["benchmarks.synthetic", "--db", str(db), "--prompts", str(args.synthetic)]))
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+    with chromium() as driver:
+        for db, dataset, command in runs:
+            _ensure(db, command)
+            figures = bench(driver, db, dataset, args.repeat, not args.no_cold)
+            cold = f"cold {figures['cold']:.2f} s · " if "cold" in figures else ""
+            print(f"{dataset} ({db.name}): {cold}cached {figures['cached']:.2f} s "
+                  f"(fresh servers: {', '.join(f'{t:.2f}' for t in figures['cached_all'])}) · "
+                  f"rerun {figures['rerun']:.2f} s", flush=True)
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""The report's sections on selector judges (datasets with alignment ratings): headline
+estimates, position bias, gates, every policy, countries, cultural errors and the galleries.
+
+Numbers are formatted as in `audit_core.report` (three decimals, whole percentages) from the
+`AuditResult` frames, so the report states exactly what summary.json holds.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from audit_core import galleries, metrics
+from audit_core.report import (
+    CULTURAL_HEADER, CULTURAL_KINDS, WORST_COUNTRY_HEADER, cultural_rows, gain_text, interval, judge_paragraph,
+    number, percent, worst_country_rows, zero_reading,
+)
+from audit_core.schema import ERROR_OUTCOMES
+from findings import colours, figures
+from findings.blocks import Figure, Gallery, Paragraph, PoolCard, Section, Table, Tile
+from findings.inputs import ReportInput
+
+HEADLINE_KINDS = ("random", "oracle", "judge", "majority", "scorer")
+HEADLINE_HEADER = ("policy", "prompts", "coverage", "gain [95% CI]", "regret [95% CI]", "below mean [95% CI]",
+                   "below mean, random", "picks the best [95% CI]")
+GATED_KINDS = ("order_gate", "judge_gate", "scorer_gate", "composed_gate")
+
+
+def _value(row: dict, stat: str, signed: bool = False) -> str:
+    """"0.160 [0.136, 0.184]": a statistic with its 95% interval (a dash where it is undefined)."""
+    return number(row.get(stat), signed) + interval(row.get(f"{stat}_lo"), row.get(f"{stat}_hi"), signed=signed)
+
+
+def _share(row: dict, stat: str) -> str:
+    return percent(row.get(stat)) + interval(row.get(f"{stat}_lo"), row.get(f"{stat}_hi"), percent)
+
+
+def headline_rows(policies: pd.DataFrame, kinds: tuple[str, ...] = HEADLINE_KINDS) -> list[list[str]]:
+    """Per policy of `kinds`: prompts, coverage, gain, regret, below-mean and best rates (intervals)."""
+    return [[str(r["policy"]), str(int(r["n"])), percent(r["coverage"]), _value(r, "gain", True), _value(r, "regret"),
+             _share(r, "bmr"), percent(r["bmr_random"]), _share(r, "best")]
+            for r in policies[policies["kind"].isin(kinds)].to_dict("records")]
+
+
+def headline(report: ReportInput) -> Section:
+    """Each judge's order-0 pick, majority vote and scorer next to random and the oracle, with a
+    paragraph per judge and the gain of every ungated policy as a chart."""
+    result = report.result
+    policies = result.policies
+    prompts = int(policies.loc[policies["kind"] == "random", "n"].iloc[0])
+    blocks = [Table(HEADLINE_HEADER, headline_rows(policies),
+                    "Headline estimates: each judge's order-0 pick, its majority over orders and each content scorer, "
+                    "next to exact random choice and the oracle.")]
+    order0 = policies[policies["kind"] == "judge"].set_index("policy")
+    for judge in result.judges.to_dict("records"):
+        blocks.append(Paragraph(f"{judge['judge']}: " + judge_paragraph(judge, order0.loc[judge["judge"]], prompts)))
+    shown = policies[policies["kind"].isin(HEADLINE_KINDS)]
+    blocks.append(Figure("headline_gain", figures.policy_forest(shown, report.colours, "gain", "Gain over random",
+                                                                "gain over random (alignment)"),
+                         "Gain over random of each ungated policy with its 95% interval; 0 is random choice."))
+    return Section("headline", "Headline estimates", blocks)
+
+
+def position_bias(report: ReportInput) -> Section | None:
+    """Slot shares against uniform, the χ² test and the flip rate, per judge."""
+    judges = report.result.judges
+    if judges.empty:
+        return None
+    rows = []
+    for j in judges.to_dict("records"):
+        p = j["chi2_p"]
+        rows.append([str(j["judge"]), str(int(j["valid"])), _share(j, "first_slot"), percent(j["first_slot_uniform"]),
+                     "—" if pd.isna(j["chi2"]) else f"{float(j['chi2']):.1f} (df {int(j['chi2_df'])})",
+                     "—" if pd.isna(p) else "< 0.001" if float(p) < 0.001 else f"{float(p):.2g}",
+                     _share(j, "flip_rate") if int(j["orders"]) > 1 else "one order", str(int(j["flip_n"]))])
+    return Section("position", "Position bias", [
+        Table(["judge", "valid calls", "first slot [95% CI]", "first slot if unbiased", "χ²", "p",
+               "flip rate [95% CI]", "prompts in every order"], rows,
+              "Share of valid calls picking the first slot against the share expected under uniform choice, and the "
+              "share of prompts whose returned image changes across orders."),
+        Figure("slots", figures.slot_chart(report.result.positions, report.colours),
+               "Share of valid calls choosing each slot, per judge; the black dash is the uniform expectation."),
+    ])
+
+
+def gate_rows(gates: pd.DataFrame, policies: pd.DataFrame) -> list[list[str]]:
+    """Per gate: coverage, kept and rejected gain and regret, and the paired kept − rejected gain and
+    regret with their joint intervals (`gain_vs_rejected`, `regret_vs_rejected`), read in words."""
+    by_name = policies.set_index("policy")
+    rows = []
+    for gate, part in gates.groupby("gate", sort=False):
+        kept, rej = (part.set_index("side").loc[side].to_dict() for side in ("kept", "rejected"))
+        diff = by_name.loc[gate].to_dict()
+        if int(kept["n"]) == 0 or int(rej["n"]) == 0:
+            reading = "keeps nothing" if int(kept["n"]) == 0 else "rejects nothing"
+        else:
+            reading = zero_reading(diff["gain_vs_rejected_lo"], diff["gain_vs_rejected_hi"], "kept above rejected",
+                                   "kept below rejected")
+        rows.append([str(gate), f"{int(kept['n'])} ({percent(kept['coverage'])})", gain_text(kept), _value(kept, "regret"),
+                     f"{int(rej['n'])} ({percent(rej['coverage'])})", gain_text(rej), _value(rej, "regret"),
+                     _value(diff, "gain_vs_rejected", True), _value(diff, "regret_vs_rejected", True), reading])
+    return rows
+
+
+GATE_HEADER = ("gate", "kept: prompts (coverage)", "kept gain [95% CI]", "kept regret [95% CI]",
+               "rejected: prompts (coverage)", "rejected gain [95% CI]", "rejected regret [95% CI]",
+               "kept − rejected gain [95% CI]", "kept − rejected regret [95% CI]", "reading")
+
+
+def gate_sides(report: ReportInput) -> Section | None:
+    """Every gate's kept and rejected sides with coverage, and the paired difference between them."""
+    result = report.result
+    if result.gates.empty:
+        return None
+    return Section("gates", "Gates: what each keeps and rejects", [
+        Paragraph("A gate acts on the prompts it keeps and abstains on the others, where the ungated judge's order-0 "
+                  "pick is what users get (the rejected side). The kept − rejected difference resamples all prompts "
+                  "jointly; an interval above 0 in gain says the gate keeps the better prompts."),
+        Table(GATE_HEADER, gate_rows(result.gates, result.policies)),
+        Figure("gates", figures.gate_chart(result.gates),
+               "Gain over random on the prompts each gate keeps and rejects (bars, 95% intervals), with the ungated "
+               "judge on the same prompts (open diamonds); each gate's coverage is beside its name."),
+        Figure("gate_difference", figures.gate_difference_chart(result.policies),
+               "Kept minus rejected gain of each gate with its joint 95% interval: green above 0, red below, grey "
+               "when the interval includes 0."),
+    ])
+
+
+def every_policy(report: ReportInput) -> Section:
+    """Every policy of the naming contract with its coverage and headline measures."""
+    policies = report.result.policies
+    return Section("policies", "Every policy", [
+        Table(HEADLINE_HEADER, headline_rows(policies, tuple(policies["kind"].unique())),
+              "Every policy: prompts acted on and coverage, gain, regret, below-mean and best rates (95% intervals). "
+              "A rejected side is the ungated judge on the prompts its gate abstains on."),
+    ])
+
+
+def countries(report: ReportInput) -> Section | None:
+    """Regret by country per judge with the worst country and the disparity marked."""
+    result = report.result
+    if result.judges.empty or result.groups.empty:
+        return None
+    policies = result.policies[result.policies["kind"].isin(("judge", "majority", "scorer", *GATED_KINDS))]
+    rows = [[str(r["policy"]), percent(r["coverage"]), _value(r, "worst_group_regret"), number(r["disparity"]),
+             str(int(r["countries_covered"])) if pd.notna(r["countries_covered"]) else "—"]
+            for r in policies.to_dict("records")]
+    return Section("countries", "Regret by country", [
+        Table(WORST_COUNTRY_HEADER, worst_country_rows(result),
+              "Each judge's worst country: the covered country with the highest regret of its order-0 pick."),
+        Figure("countries", figures.country_chart(result.groups, result.policies, report.colours),
+               "Regret of each judge's order-0 pick per country with within-country 95% intervals; the worst country "
+               "of each judge is outlined and named with its disparity (worst − best country) in the legend; the grey "
+               "dash is random choice."),
+        Table(["policy", "coverage", "worst country's regret [95% CI]", "disparity (worst − best)", "countries covered"],
+              rows, "Worst-country regret (stratified bootstrap: the worst country in every resample) and disparity."),
+    ])
+
+
+def cultural(report: ReportInput) -> Section | None:
+    """Cultural-error deltas as a chart, and those whose interval excludes 0."""
+    result = report.result
+    table = result.cultural
+    if table.empty or not table["outcome"].isin(ERROR_OUTCOMES).any():
+        return None
+    errors = table[table["outcome"].isin(ERROR_OUTCOMES)]
+    blocks = [Figure("cultural", figures.cultural_chart(errors, result.policies, report.colours, CULTURAL_KINDS),
+                     "Error rate of the returned image minus random's on the same prompts, per error type, for each "
+                     "judge, majority vote and scorer (95% intervals); negative = fewer errors than random.")]
+    rows = cultural_rows(table)
+    if rows:
+        blocks.append(Table(CULTURAL_HEADER, rows, "Deltas whose interval excludes 0 (Bonferroni over the three error "
+                                                   "types where available); sensitive pools: candidates differ in "
+                                                   "that error."))
+    else:
+        blocks.append(Paragraph("No cultural-error delta of a judge, majority vote or scorer has an interval excluding 0."))
+    return Section("cultural", "Cultural errors", blocks)
+
+
+GALLERY_TITLES = {
+    "largest_regret_below_mean": "a) Largest-regret below-mean picks",
+    "same_slot_every_order": "b) Same slot in every order, a different image each time",
+    "unanimity_keeps_below_mean": "c) The unanimity gate keeps a below-mean pick",
+    "judge_scorer_disagreement": "d) Judge and content scorer disagree most",
+}
+
+
+def _pool_card(report: ReportInput, rule: str, item: dict, marks: dict[str, str]) -> PoolCard:
+    """One chosen pool: every candidate in canonical order with its alignment and generator, framed in
+    the colour of whoever the rule is about, best-rated starred."""
+    data, r = report.data, int(item["row"])
+    h = data.utility[r]
+    best = metrics.oracle_value(data.utility[r:r + 1])[0]
+    judge, partner = item["judge"], item["partner"]
+    names = report.colours
+    # (canonical index, colour, mark) of each pick the rule is about
+    if rule == "same_slot_every_order":
+        who = [(p, names.get(judge, colours.RANDOM), f"{marks[judge]} order {k}") for k, p in enumerate(item["picks"])]
+    elif rule == "judge_scorer_disagreement":
+        who = [(item["picks"][0], names.get(judge, colours.RANDOM), marks[judge]),
+               (item["picks"][1], names.get(partner, colours.RANDOM), str(partner))]
+    else:
+        who = [(item["picks"][0], names.get(judge, colours.RANDOM),
+                marks[judge] + (" unanimous" if rule == "unanimity_keeps_below_mean" else ""))]
+    tiles = []
+    for c in range(data.mask.shape[1]):
+        if not data.mask[r, c]:
+            continue
+        cid = str(data.candidate_ids[r, c])
+        mine = [(colour, mark) for p, colour, mark in who if p == c]
+        path = report.image_paths.get(cid)
+        tiles.append(Tile(cid, f"alignment {number(h[c])} · {data.source_models[r, c] or 'unknown generator'}",
+                          report.image(cid, path), tuple(m[0] for m in mine), tuple(m[1] for m in mine),
+                          bool(h[c] >= best - metrics.TOL)))
+    key = {"largest_regret_below_mean": f"regret {number(item['key'])}",
+           "same_slot_every_order": f"slot {chr(65 + int(item['slot']))} in every order; alignment spread "
+                                    f"{number(item['key'])}",
+           "unanimity_keeps_below_mean": f"regret {number(item['key'])}",
+           "judge_scorer_disagreement": f"vs {partner}: scorer margin {number(item['key'])} of its range"}[rule]
+    prompt = data.prompts.iloc[r]
+    return PoolCard(f"{judge} · {item['prompt_id']} · {key}", str(prompt["prompt"]), tuple(tiles))
+
+
+def example_galleries(report: ReportInput) -> Section | None:
+    """The four galleries of `audit_core.galleries`, each pool's candidates embedded."""
+    data = report.data
+    if not data.judges:
+        return None
+    marks = {name: name for name in (*data.judges, *data.scorers)}
+    blocks = [Paragraph(f"Pools chosen by fixed rules (at most {galleries.LIMIT} per judge, or per judge and scorer), "
+                        "never by hand. Each candidate shows its mean alignment and generator; a frame in a judge's "
+                        "colour marks its pick, ★ the best-rated image.")]
+    for rule, chosen in galleries.galleries(data).items():
+        cards = tuple(_pool_card(report, rule, item, marks) for item in chosen.to_dict("records"))
+        blocks.append(Gallery(GALLERY_TITLES[rule], galleries.RULES[rule], cards))
+    return Section("galleries", "Example galleries", blocks)
+
+
+BUILDERS = (headline, position_bias, gate_sides, every_policy, countries, cultural, example_galleries)

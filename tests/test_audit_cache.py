@@ -1,0 +1,195 @@
+"""The audit results cache beside the database: exact round trips, keys that follow the data, no trust in files."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from audit_core import audit_cache, store
+from audit_core.analysis import AuditResult, audit
+from audit_core.audit_data import AuditData, load_audit_data
+from audit_core.records import utc_now
+from benchmarks.synthetic import build_synthetic_db
+from runners import analyze
+
+DATASET = "small"
+RESAMPLES = 200
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, AuditResult, dict]:
+    db = tmp_path_factory.mktemp("cache") / "study.duckdb"
+    build_synthetic_db(db, n_prompts=60, dataset_id=DATASET)
+    con = store.connect(db, read_only=True)
+    try:
+        data, calls = load_audit_data(con, DATASET), store.load_calls(con, DATASET)
+        key = audit_cache.selection_key(audit_cache.dataset_fingerprint(con, DATASET), DATASET, RESAMPLES, 0, "all")
+    finally:
+        con.close()
+    return db, audit(data, resamples=RESAMPLES, seed=0, calls=calls), key
+
+
+def assert_same_result(a: object, b: object) -> None:
+    assert type(a) is type(b)
+    for field in dataclasses.fields(a):
+        x, y = getattr(a, field.name), getattr(b, field.name)
+        if isinstance(x, pd.DataFrame):
+            pd.testing.assert_frame_equal(x, y, check_exact=True)
+        else:
+            assert x == y, field.name
+
+
+def _key(db: Path, dataset: str = DATASET) -> dict:
+    con = store.connect(db, read_only=True)
+    try:
+        return audit_cache.selection_key(audit_cache.dataset_fingerprint(con, dataset), dataset, RESAMPLES, 0, "all")
+    finally:
+        con.close()
+
+
+def test_a_hit_returns_the_tables_that_were_stored(built) -> None:
+    db, result, key = built
+    assert audit_cache.load(db, key, AuditResult) is None
+    assert audit_cache.store(db, key, result)
+    assert (db.parent / "study_cache").is_dir()
+    assert_same_result(audit_cache.load(db, key, AuditResult), result)
+    other = {**key, "resamples": RESAMPLES + 1}  # another parameter: another entry
+    assert audit_cache.load(db, other, AuditResult) is None
+
+
+def test_the_key_follows_recorded_runs_and_ingests_only_of_its_dataset(tmp_path) -> None:
+    db = tmp_path / "study.duckdb"
+    build_synthetic_db(db, n_prompts=30, dataset_id=DATASET)
+    build_synthetic_db(db, n_prompts=30, dataset_id="other")
+    keys = [_key(db)]
+
+    def write(action) -> None:
+        con = store.connect(db)
+        try:
+            action(con)
+        finally:
+            con.close()
+        keys.append(_key(db))
+
+    # a run starts, records a call, finishes
+    write(lambda con: store.insert_frame(con, "runs", pd.DataFrame([{
+        "run_id": "late", "dataset_id": DATASET, "judge": "late", "kind": "selector", "backend": "simulated",
+        "status": "running", "model": "m", "model_revision": None, "instruction_sha256": None,
+        "manifest_sha256": None, "config_json": None, "started_at": utc_now(), "finished_at": None}])))
+
+    def record(con) -> None:
+        call = con.execute("SELECT * FROM calls WHERE run_id = ? LIMIT 1", [f"{DATASET}:steady"]).df()
+        call["run_id"], call["request_key"] = "late", "late:0"
+        store.insert_frame(con, "calls", call)
+
+    write(record)
+    write(lambda con: con.execute("UPDATE runs SET status = 'finished', finished_at = ? WHERE run_id = 'late'",
+                                  [utc_now()]))
+    before_other = _key(db, "other")
+    build_synthetic_db(db, n_prompts=30, seed=1, dataset_id=DATASET)  # an ingest replacing the dataset
+    keys.append(_key(db))
+    assert len({k["content"] for k in keys}) == len(keys)
+    assert _key(db, "other") == before_other  # writes to one dataset leave the other's key alone
+    assert _key(db) == keys[-1]  # reading changes nothing
+
+
+def test_loaded_arrays_round_trip_without_pickle(built) -> None:
+    db, _, _ = built
+    con = store.connect(db, read_only=True)
+    try:
+        data = load_audit_data(con, DATASET)
+        key = audit_cache.data_key(audit_cache.dataset_fingerprint(con, DATASET), DATASET, "all")
+    finally:
+        con.close()
+    assert audit_cache.store(db, key, data)
+    again = audit_cache.load(db, key, AuditData)
+    pd.testing.assert_frame_equal(again.prompts, data.prompts, check_exact=True)
+    for field in dataclasses.fields(AuditData):
+        x, y = getattr(data, field.name), getattr(again, field.name)
+        if isinstance(x, dict):
+            assert x.keys() == y.keys()
+            for k in x:
+                assert x[k].dtype == y[k].dtype and np.array_equal(x[k], y[k], equal_nan=x[k].dtype.kind == "f"), k
+        elif isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), field.name
+    assert again.judges == data.judges
+
+
+def test_an_unwritable_folder_keeps_nothing_and_breaks_nothing(built, tmp_path) -> None:
+    _, result, key = built
+    db = tmp_path / "study.duckdb"
+    (tmp_path / "study_cache").write_text("a file where the folder would go")
+    assert not audit_cache.store(db, key, result)
+    calls = []
+    again = audit_cache.cached(db, key, AuditResult, lambda: calls.append(1) or result)
+    assert again is result and calls == [1]
+
+
+def test_a_tampered_entry_is_ignored_and_never_executed(built, tmp_path) -> None:
+    _, result, key = built
+    db = tmp_path / "study.duckdb"
+    assert audit_cache.store(db, key, result)
+    entry = next((tmp_path / "study_cache" / DATASET).iterdir())
+    manifest = json.loads((entry / "manifest.json").read_text())
+
+    # a pickle in place of a table, with the manifest's hash updated to match: read as Parquet, refused
+    marker = tmp_path / "executed"
+
+    class Payload:
+        def __reduce__(self):
+            return (Path.touch, (marker,))
+
+    gates = entry / manifest["fields"]["gates"]["file"]
+    gates.write_bytes(pickle.dumps(Payload()))
+    manifest["fields"]["gates"]["sha256"] = audit_cache._sha256(gates)
+    (entry / "manifest.json").write_text(json.dumps(manifest))
+    assert audit_cache.load(db, key, AuditResult) is None
+    assert not marker.exists()
+
+    # a table changed behind the manifest's back: its hash no longer matches
+    assert audit_cache.store(db, key, result)
+    policies = entry / json.loads((entry / "manifest.json").read_text())["fields"]["policies"]["file"]
+    frame = pd.read_parquet(policies)
+    frame.loc[0, "regret"] = -1.0
+    frame.to_parquet(policies)
+    assert audit_cache.load(db, key, AuditResult) is None
+
+    # a manifest for other fields, or not JSON at all
+    assert audit_cache.store(db, key, result)
+    good = json.loads((entry / "manifest.json").read_text())
+    outside = tmp_path / "outside.parquet"
+    result.policies.to_parquet(outside)
+    elsewhere = {**good["fields"]["policies"], "file": "../../../outside.parquet", "sha256": audit_cache._sha256(outside)}
+    for bad in ({**good, "fields": {**good["fields"], "extra": {"type": "json", "value": 1}}},
+                {**good, "fields": {**good["fields"], "policies": elsewhere}},
+                {**good, "class": "RatingAuditResult"}, {**good, "key": {**key, "seed": 1}}):
+        (entry / "manifest.json").write_text(json.dumps(bad))
+        assert audit_cache.load(db, key, AuditResult) is None
+    (entry / "manifest.json").write_bytes(pickle.dumps(Payload()))
+    assert audit_cache.load(db, key, AuditResult) is None
+    assert not marker.exists()
+
+
+def test_analyze_fills_the_cache_and_then_reads_it(tmp_path, monkeypatch, capsys) -> None:
+    db = tmp_path / "study.duckdb"
+    build_synthetic_db(db, n_prompts=30, dataset_id=DATASET)
+    args = ["--db", str(db), "--dataset", DATASET, "--resamples", "50"]
+    assert analyze.main([*args, "--cache-only"]) == 0
+    assert not list(tmp_path.glob("*.csv"))
+
+    def fail(*_, **__):
+        raise AssertionError("audited again")
+
+    monkeypatch.setattr(analyze, "audit", fail)
+    assert analyze.main([*args, "--out", str(tmp_path / "out")]) == 0  # unchanged dataset: from the cache
+    cached = pd.read_csv(tmp_path / "out" / "policies.csv")
+    assert len(cached) > 0 and "regret_lo" in cached
+    with pytest.raises(SystemExit) as stop:
+        analyze.main(["--db", str(db), "--dataset", DATASET])
+    assert stop.value.code == 2 and "--out" in capsys.readouterr().err
