@@ -1,13 +1,15 @@
-"""What the judge commands (`run_judge`, `run_rater`) share: their dataset, judge and backend flags,
-the checks on them, the config they record, and the hf and openai backends built from them."""
+"""What the judge commands (`run_judge`, `run_rater`, `run_labeler`) share: their dataset, judge, backend
+and condition flags, the checks on them, the config they record, the run options taken from them, and the
+backends built from them."""
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from audit_core.errors import InputError
 from runners.backends.base import SelectorBackend
@@ -16,6 +18,7 @@ from runners.backends.openai_compat import DEFAULT_MAX_RESPONSE_BYTES
 BACKENDS: tuple[str, ...] = ("simulated", "hf", "openai")
 ENGINES: tuple[str, ...] = ("local", "ray")
 UNRECORDED_FLAGS = ("api_key", "quiet")  # a secret, and display only
+B = TypeVar("B")
 
 
 def add_target_arguments(parser: argparse.ArgumentParser, *, judge_help: str) -> None:
@@ -26,6 +29,18 @@ def add_target_arguments(parser: argparse.ArgumentParser, *, judge_help: str) ->
     parser.add_argument("--backend", required=True, choices=BACKENDS)
     parser.add_argument("--model", required=True,
                         help="model id or local path (hf), served model name (openai), profile (simulated)")
+
+
+def add_condition_arguments(
+    parser: argparse.ArgumentParser, *, default_condition: str, conditions: Path, instruction: Path, instruction_help: str
+) -> None:
+    """--condition, --conditions, --instruction: which conditions of which conditions file, with which instruction."""
+    parser.add_argument("--condition", nargs="+", action="extend", default=None, metavar="NAME",
+                        help=f"conditions to run, from the conditions file (default: {default_condition})")
+    parser.add_argument("--conditions", type=Path, default=conditions, metavar="FILE",
+                        help=f"conditions file (JSON; default runners/conditions/{conditions.name})")
+    parser.add_argument("--instruction", type=Path, default=instruction, metavar="FILE",
+                        help=f"{instruction_help} (default runners/instructions/{instruction.name})")
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, *, limit_help: str, max_new_tokens: int) -> None:
@@ -99,6 +114,21 @@ def recorded_config(args: argparse.Namespace) -> dict:
     secret = getattr(args, "api_key", None)
     config["argv"] = [a.replace(secret, "<redacted>") if secret else a for a in sys.argv]
     return config
+
+
+def run_options(args: argparse.Namespace, config: dict) -> dict:
+    """The keyword arguments every recording path takes from the run flags: limit, concurrency,
+    batch_size, progress (not --quiet), replace, and the recorded `config`."""
+    return dict(limit=args.limit, concurrency=args.concurrency, batch_size=args.batch_size, progress=not args.quiet,
+                replace=args.replace, config=config)
+
+
+def simulated_backend(make: Callable[..., B], profile: str, *data: object) -> B:
+    """`make(profile, *data)`, a simulated backend; an unknown profile (ValueError) is bad input to --model."""
+    try:
+        return make(profile, *data)
+    except ValueError as err:
+        raise InputError(str(err), field="--model") from None
 
 
 def require_model_extras(backend: str, modules: Sequence[str]) -> None:

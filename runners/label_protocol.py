@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +38,8 @@ from typing import Protocol, runtime_checkable
 
 from audit_core.errors import InputError
 from audit_core.taxonomy import Taxonomy
+from runners.condition_files import line_of, read_conditions, select_named
+from runners.instruction_files import ContentParts, read_instruction_file
 
 DEFAULT_INSTRUCTION = Path(__file__).with_name("instructions") / "attributes_v1.txt"
 DEFAULT_CONDITIONS = Path(__file__).with_name("conditions") / "attributes_v1.json"
@@ -47,7 +48,6 @@ HEADER_KEYS: tuple[str, ...] = ("attribute", "labels", "abstain", "label")
 HEADER_NEEDS: dict[str, tuple[str, ...]] = {
     "attribute": ("{name}", "{question}"), "labels": ("{labels}",), "abstain": ("{abstain}",), "label": ("{label}",),
 }
-HEADER_END = "---"
 CONDITION_KEYS: frozenset[str] = frozenset({"description", "label_list", "abstention"})
 
 Content = tuple[tuple[str, str], ...]  # ("text", text) | ("image", candidate id), in display order
@@ -92,98 +92,39 @@ class LabelInstruction:
     def render(self, taxonomy: Taxonomy, condition: LabelCondition, candidate_id: str) -> Content:
         """What the judge sees for one image, in order (see the module docstring for the placeholders)."""
         keys = ", ".join(json.dumps(name, ensure_ascii=False) for name in taxonomy.names())
-        parts: list[tuple[str, str]] = []
-        lines: list[str] = []
-
-        def flush() -> None:
-            if lines:
-                # Chat templates concatenate content parts as they are, so line breaks live in the text.
-                text = "\n".join(lines)
-                parts.append(("text", "\n" + text if parts and parts[-1][0] == "image" else text))
-                lines.clear()
-
+        content = ContentParts()
         for line in self.body:
             token = line.strip()
             if token == "{image}":
-                flush()
-                parts.append(("image", candidate_id))
+                content.image(candidate_id)
             elif token == "{attributes}":
-                lines.extend(self.attribute_lines(taxonomy, condition))
+                for text in self.attribute_lines(taxonomy, condition):
+                    content.line(text)
             else:
-                lines.append(line.replace("{keys}", keys))
-        flush()
-        return tuple(parts)
+                content.line(line.replace("{keys}", keys))
+        return content.content()
 
 
 def load_label_instruction(path: str | Path = DEFAULT_INSTRUCTION) -> LabelInstruction:
     """Read and check an attribute instruction file; InputError naming the file, line and field."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise InputError(f"cannot read the instruction file: {err.strerror or err}", file=path) from None
-    try:
-        lines = data.decode("utf-8").splitlines()
-    except UnicodeDecodeError as err:
-        raise InputError(f"not UTF-8 text ({err.reason})", file=path) from None
-    if HEADER_END not in lines:
-        raise InputError(f"no '{HEADER_END}' line ending the header ({', '.join(HEADER_KEYS)})", file=path)
-    end = lines.index(HEADER_END)
-    header: dict[str, str] = {}
-    for number, line in enumerate(lines[:end], 1):
-        key, colon, value = line.partition(":")
-        key = key.strip()
-        if not colon or key not in HEADER_KEYS:
-            raise InputError(f"expected 'key: value' with a key among {', '.join(HEADER_KEYS)}, got {line!r}",
-                             file=path, line=number, field=key or None)
-        if key in header:
-            raise InputError(f"{key!r} given twice", file=path, line=number, field=key)
-        header[key] = value.strip()
-        absent = [token for token in HEADER_NEEDS[key] if token not in header[key]]
-        if absent:
-            raise InputError(f"{key} must contain {' and '.join(absent)}", file=path, line=number, field=key)
-    missing = [k for k in HEADER_KEYS if k not in header]
-    if missing:
-        raise InputError(f"header lacks {', '.join(missing)}", file=path, field=missing[0])
-    body = tuple(lines[end + 1:])
+    file = read_instruction_file(path, HEADER_KEYS, HEADER_NEEDS)
     for token in ("{image}", "{attributes}"):
-        at = [end + 2 + i for i, line in enumerate(body) if line.strip() == token]
-        stray = [end + 2 + i for i, line in enumerate(body) if token in line and line.strip() != token]
-        if stray:
-            raise InputError(f"{token} must stand alone on its line", file=path, line=stray[0], field=token)
+        at = file.token_lines(token)
         if len(at) != 1:
-            raise InputError(f"{token} must appear once, found {len(at)}", file=path,
+            raise InputError(f"{token} must appear once, found {len(at)}", file=file.path,
                              line=at[1] if len(at) > 1 else None, field=token)
-    return LabelInstruction(path, header, body, hashlib.sha256(data).hexdigest())
-
-
-def _line_of(text: str, name: str) -> int | None:
-    """Line of the first `"name":` in a JSON text, for error messages."""
-    key = re.compile(re.escape(json.dumps(name, ensure_ascii=False)) + r"\s*:")
-    for number, line in enumerate(text.splitlines(), 1):
-        if key.search(line):
-            return number
-    return None
+    return LabelInstruction(file.path, file.header, file.body, hashlib.sha256(file.data).hexdigest())
 
 
 def load_label_conditions(path: str | Path = DEFAULT_CONDITIONS) -> dict[str, LabelCondition]:
     """Every condition of a conditions file by name (label_list and abstention default to true);
     InputError naming the file, line and field."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"cannot read the conditions file: {err}", file=path) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"not JSON ({err.msg})", file=path, line=err.lineno) from None
-    if not isinstance(data, dict) or not isinstance(data.get("conditions"), dict) or not data["conditions"]:
-        raise InputError('expected an object with a non-empty "conditions" object', file=path, field="conditions")
+    text, specs = read_conditions(path)
     conditions: dict[str, LabelCondition] = {}
-    for name, spec in data["conditions"].items():
+    for name, spec in specs.items():
         at = f"conditions.{name}"
-        where = {"file": path, "line": _line_of(text, name)}
+        where = {"file": path, "line": line_of(text, name)}
         if not name.strip():
             raise InputError("a condition needs a non-empty name", field=at, **where)
         if not isinstance(spec, dict):
@@ -207,13 +148,7 @@ def load_label_conditions(path: str | Path = DEFAULT_CONDITIONS) -> dict[str, La
 
 def select_label_conditions(path: str | Path, names: Sequence[str]) -> list[LabelCondition]:
     """The named conditions of the file at `path`, in the order given (duplicates dropped)."""
-    known = load_label_conditions(path)
-    chosen = []
-    for name in dict.fromkeys(names):
-        if name not in known:
-            raise InputError(f"unknown condition {name!r} (in {path}: {', '.join(known)})", field="--condition")
-        chosen.append(known[name])
-    return chosen
+    return select_named(load_label_conditions(path), path, names)
 
 
 def label_request_key(

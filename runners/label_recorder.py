@@ -35,6 +35,7 @@ from audit_core import store
 from audit_core.errors import InputError
 from audit_core.records import LabelAnswerRecord, LabelCallRecord
 from audit_core.taxonomy import DEFAULT_TAXONOMY, Taxonomy, load_taxonomy
+from runners.condition_history import check_condition_keys
 from runners.database import Database, as_database
 from runners.engines import Generated
 from runners.label_parsing import FieldAnswer, missing_answers, parse_labels
@@ -177,30 +178,13 @@ def check_label_history(
     `keyed` gives each condition's KEYED_FIELDS as planned; the message names those that
     differ from the records' input_json (e.g. the taxonomy changed).
     """
-    recorded = con.execute(
-        f"SELECT c.candidate_id, c.condition, c.request_key, c.input_json FROM {TABLE} c "
-        "JOIN runs r USING (run_id) WHERE r.dataset_id = ? AND r.judge = ?",
-        [dataset, judge],
-    ).df()
-    planned = pd.DataFrame({"candidate_id": [r.candidate_id for r in requests],
-                            "condition": [r.condition for r in requests],
-                            "planned_key": [r.request_key for r in requests]})
-    stale = recorded.merge(planned, on=["candidate_id", "condition"])
-    stale = stale[stale["request_key"] != stale["planned_key"]]
-    if stale.empty:
-        return
-    name = stale["condition"].iloc[0]
-    mine = stale[stale["condition"] == name]
-    before = [json.loads(text) if isinstance(text, str) else {} for text in mine["input_json"]]
-    changed = [f for f in keyed[name] if any(b.get(f) != keyed[name][f] for b in before)]
-    cause = f"its {', '.join(changed)} changed since" if changed else "what it shows changed since"
-    raise InputError(
-        f"judge {judge!r} already has {len(mine)} records under condition {name!r} on dataset {dataset!r}, and "
-        f"{cause}, so their request keys differ and nothing would resume. Give the condition a new name "
-        "(a new conditions file version), choose a new --judge name, or pass --replace to delete the judge's "
-        "earlier records.",
-        field="--condition",
-    )
+
+    def cause(name: str, mine: pd.DataFrame) -> str:
+        before = [json.loads(text) if isinstance(text, str) else {} for text in mine["input_json"]]
+        changed = [f for f in keyed[name] if any(b.get(f) != keyed[name][f] for b in before)]
+        return f"its {', '.join(changed)} changed since" if changed else "what it shows changed since"
+
+    check_condition_keys(con, TABLE, dataset, judge, requests, cause)
 
 
 def plan_labels(

@@ -49,6 +49,8 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from audit_core.errors import InputError
+from runners.condition_files import line_of, read_conditions, select_named
+from runners.instruction_files import ContentParts, read_instruction_file
 from runners.protocol import structured_sha256
 from runners.rating_parsing import RATING_KEY, Scale
 
@@ -57,7 +59,6 @@ DEFAULT_INSTRUCTION = INSTRUCTION_DIR / "rubric_1to5_v1.txt"
 DEFAULT_CONDITIONS = Path(__file__).with_name("conditions") / "default_v1.json"
 DEFAULT_CONDITION = "default"
 HEADER_KEYS: tuple[str, ...] = ("scale", "abstain", "outcome", "language", "example", "example_answer")
-HEADER_END = "---"
 CONDITION_KEYS: frozenset[str] = frozenset({"description", "persona", "language", "demonstrations"})
 _SCALE = re.compile(r"\A(-?[0-9]+)-(-?[0-9]+)\Z")
 
@@ -110,65 +111,29 @@ class RubricInstruction:
 
     def render(self, prompt: str, candidate_id: str, persona: str, demonstrations: Sequence[Demonstration]) -> Content:
         """What the judge sees for one item, in order (see the module docstring for the placeholders)."""
-        parts: list[tuple[str, str]] = []
-        lines: list[str] = []
-
-        def flush() -> None:
-            if lines:
-                # Chat templates concatenate content parts as they are, so line breaks live in the text.
-                text = "\n".join(lines)
-                parts.append(("text", "\n" + text if parts and parts[-1][0] == "image" else text))
-                lines.clear()
-
+        content = ContentParts()
         for line in self.body:
             token = line.strip()
             if token == "{persona}":
                 if persona:
-                    lines.append(persona)
+                    content.line(persona)
             elif token == "{examples}":
                 for n, demo in enumerate(demonstrations, 1):
-                    lines.append(self.example.replace("{n}", str(n)).replace("{prompt}", demo.prompt))
-                    flush()
-                    parts.append(("image", demo.candidate_id))
-                    lines.append(self.example_answer.replace("{rating}", str(demo.rating)))
+                    content.line(self.example.replace("{n}", str(n)).replace("{prompt}", demo.prompt))
+                    content.image(demo.candidate_id)
+                    content.line(self.example_answer.replace("{rating}", str(demo.rating)))
             elif token == "{image}":
-                flush()
-                parts.append(("image", candidate_id))
+                content.image(candidate_id)
             else:
-                lines.append(line.replace("{prompt}", prompt))
-        flush()
-        return tuple(parts)
+                content.line(line.replace("{prompt}", prompt))
+        return content.content()
 
 
 def load_rubric(path: str | Path, structured: bool = False) -> RubricInstruction:
     """Read and check a rubric instruction file, with or without structured output; InputError naming the
     file, line and field."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise InputError(f"cannot read the instruction file: {err.strerror or err}", file=path) from None
-    try:
-        lines = data.decode("utf-8").splitlines()
-    except UnicodeDecodeError as err:
-        raise InputError(f"not UTF-8 text ({err.reason})", file=path) from None
-    if HEADER_END not in lines:
-        raise InputError(f"no '{HEADER_END}' line ending the header ({', '.join(HEADER_KEYS)})", file=path)
-    end = lines.index(HEADER_END)
-    header: dict[str, str] = {}
-    where: dict[str, int] = {}
-    for number, line in enumerate(lines[:end], 1):
-        key, colon, value = line.partition(":")
-        key = key.strip()
-        if not colon or key not in HEADER_KEYS:
-            raise InputError(f"expected 'key: value' with a key among {', '.join(HEADER_KEYS)}, got {line!r}",
-                             file=path, line=number, field=key or None)
-        if key in header:
-            raise InputError(f"{key!r} given twice", file=path, line=number, field=key)
-        header[key], where[key] = value.strip(), number
-    missing = [k for k in HEADER_KEYS if k not in header]
-    if missing:
-        raise InputError(f"header lacks {', '.join(missing)}", file=path, field=missing[0])
+    file = read_instruction_file(path, HEADER_KEYS)
+    path, header, where = file.path, file.header, file.where
     match = _SCALE.match(header["scale"])
     if match is None or int(match.group(1)) >= int(match.group(2)):
         raise InputError(f"scale {header['scale']!r} is not 'lo-hi' with integers lo < hi",
@@ -176,20 +141,16 @@ def load_rubric(path: str | Path, structured: bool = False) -> RubricInstruction
     for key, needed in (("example", "{prompt}"), ("example_answer", "{rating}")):
         if needed not in header[key]:
             raise InputError(f"{key} must contain {needed}", file=path, line=where[key], field=key)
-    body = tuple(lines[end + 1:])
     for token, allowed in (("{image}", (1,)), ("{persona}", (0, 1)), ("{examples}", (0, 1))):
-        at = [end + 2 + i for i, line in enumerate(body) if line.strip() == token]
-        stray = [end + 2 + i for i, line in enumerate(body) if token in line and line.strip() != token]
-        if stray:
-            raise InputError(f"{token} must stand alone on its line", file=path, line=stray[0], field=token)
+        at = file.token_lines(token)
         if len(at) not in allowed:
             raise InputError(f"{token} must appear {' or '.join(map(str, allowed))} time(s), found {len(at)}",
                              file=path, line=at[1] if len(at) > 1 else None, field=token)
     abstain = None if header["abstain"].lower() == "none" else header["abstain"]
-    sha = hashlib.sha256(data).hexdigest()
+    sha = hashlib.sha256(file.data).hexdigest()
     return RubricInstruction(
         file=path,
-        body=body,
+        body=file.body,
         sha256=structured_sha256(sha) if structured else sha,
         scale=Scale(int(match.group(1)), int(match.group(2)), abstain),
         outcome=header["outcome"],
@@ -231,22 +192,13 @@ class Condition:
 def load_conditions(path: str | Path) -> dict[str, Condition]:
     """Every condition of a conditions file by name; InputError naming the file, line and field."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"cannot read the conditions file: {err}", file=path) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"not JSON ({err.msg})", file=path, line=err.lineno) from None
-    if not isinstance(data, dict) or not isinstance(data.get("conditions"), dict) or not data["conditions"]:
-        raise InputError('expected an object with a non-empty "conditions" object', file=path, field="conditions")
+    text, specs = read_conditions(path)
     conditions: dict[str, Condition] = {}
-    for name, spec in data["conditions"].items():
+    for name, spec in specs.items():
         at = f"conditions.{name}"
 
         def fail(message: str, fld: str = at) -> None:
-            raise InputError(message, file=path, line=_line_of(text, name), field=fld)
+            raise InputError(message, file=path, line=line_of(text, name), field=fld)
 
         if not name.strip():
             fail("a condition needs a non-empty name")
@@ -281,24 +233,9 @@ def load_conditions(path: str | Path) -> dict[str, Condition]:
     return conditions
 
 
-def _line_of(text: str, name: str) -> int | None:
-    """Line of the first `"name":` in a JSON text, for error messages."""
-    key = re.compile(re.escape(json.dumps(name, ensure_ascii=False)) + r"\s*:")
-    for number, line in enumerate(text.splitlines(), 1):
-        if key.search(line):
-            return number
-    return None
-
-
 def select_conditions(path: str | Path, names: Sequence[str]) -> list[Condition]:
     """The named conditions of the file at `path`, in the order given (duplicates dropped)."""
-    known = load_conditions(path)
-    chosen = []
-    for name in dict.fromkeys(names):
-        if name not in known:
-            raise InputError(f"unknown condition {name!r} (in {path}: {', '.join(known)})", field="--condition")
-        chosen.append(known[name])
-    return chosen
+    return select_named(load_conditions(path), path, names)
 
 
 def rating_request_key(

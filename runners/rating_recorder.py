@@ -32,6 +32,7 @@ import pyarrow as pa
 from audit_core import reliability, store
 from audit_core.errors import InputError
 from audit_core.records import RatingCallRecord
+from runners.condition_history import check_condition_keys
 from runners.database import Database, as_database
 from runners.engines import Generated
 from runners.rating_parsing import Scale, parse_rating
@@ -191,32 +192,15 @@ def check_condition_history(
     The message says whether the condition's definition changed or, with the
     same definition, what it shows (the demonstrations' consensus).
     """
-    recorded = con.execute(
-        "SELECT c.candidate_id, c.condition, c.request_key, c.input_json FROM rating_calls c "
-        "JOIN runs r USING (run_id) WHERE r.dataset_id = ? AND r.judge = ?",
-        [dataset, judge],
-    ).df()
-    planned = pd.DataFrame({"candidate_id": [r.candidate_id for r in requests],
-                            "condition": [r.condition for r in requests],
-                            "planned_key": [r.request_key for r in requests]})
-    stale = recorded.merge(planned, on=["candidate_id", "condition"])
-    stale = stale[stale["request_key"] != stale["planned_key"]]
-    if stale.empty:
-        return
-    name = stale["condition"].iloc[0]
-    condition = next(c for c in conditions if c.name == name)
-    n = int((stale["condition"] == name).sum())
-    before = {json.loads(j).get("condition_sha256") for j in stale.loc[stale["condition"] == name, "input_json"] if j}
-    cause = ("its definition (persona, language or demonstrations) changed since"
-             if before != {condition.sha256}
-             else "the texts it shows changed since (the demonstrations' consensus or the items' prompts)")
-    raise InputError(
-        f"judge {judge!r} already has {n} records under condition {name!r} on dataset {dataset!r}, and "
-        f"{cause}, so their request keys differ and nothing would resume. Give the condition a new name "
-        "(a new conditions file version), choose a new --judge name, or pass --replace to delete the judge's "
-        "earlier records.",
-        field="--condition",
-    )
+
+    def cause(name: str, mine: pd.DataFrame) -> str:
+        condition = next(c for c in conditions if c.name == name)
+        before = {json.loads(j).get("condition_sha256") for j in mine["input_json"] if j}
+        return ("its definition (persona, language or demonstrations) changed since"
+                if before != {condition.sha256}
+                else "the texts it shows changed since (the demonstrations' consensus or the items' prompts)")
+
+    check_condition_keys(con, TABLE, dataset, judge, requests, cause)
 
 
 def rating_record(request: RatingRequest, generated: Generated, *, run_id: str, input_json: str) -> RatingCallRecord:

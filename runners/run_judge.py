@@ -24,7 +24,6 @@ import functools
 import sys
 from collections.abc import Sequence
 
-from audit_core.errors import InputError
 from runners.backends.base import SelectorBackend
 from runners import backend_args
 from runners.command import run_job
@@ -42,10 +41,7 @@ def make_backend(args: argparse.Namespace) -> SelectorBackend:
         return backend_args.model_backend(args)
     from runners.backends.simulated import simulated_selector
 
-    try:
-        return simulated_selector(args.model)
-    except ValueError as err:
-        raise InputError(str(err), field="--model") from None
+    return backend_args.simulated_backend(simulated_selector, args.model)
 
 
 def make_engine(args: argparse.Namespace) -> Engine | None:
@@ -100,12 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             contract=args.contract,
             lenient=args.lenient,
             structured=args.structured,
-            limit=args.limit,
-            concurrency=args.concurrency,
-            batch_size=args.batch_size,
-            progress=not args.quiet,
-            replace=args.replace,
-            config=config,
+            **backend_args.run_options(args, config),
         )
 
     return run_job(job, interrupted="finished calls are recorded")

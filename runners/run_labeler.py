@@ -59,10 +59,7 @@ def make_backend(args: argparse.Namespace, gold: pd.DataFrame) -> LabelBackend:
     if gold.empty:
         raise InputError(f"the simulated labeler needs gold labels on dataset {args.dataset!r} (ingest them with "
                          "--labels FILE), and there are none", field="--backend")
-    try:
-        return simulated_labeler(args.model, gold)
-    except ValueError as err:
-        raise InputError(str(err), field="--model") from None
+    return backend_args.simulated_backend(simulated_labeler, args.model, gold)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,12 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     backend_args.add_target_arguments(parser, judge_help="name to record this attribute judge under")
     parser.add_argument("--taxonomy", type=Path, default=DEFAULT_TAXONOMY, metavar="FILE",
                         help="taxonomy file (JSON; default runners/taxonomies/default_v1.json)")
-    parser.add_argument("--condition", nargs="+", action="extend", default=None, metavar="NAME",
-                        help=f"conditions to run, from the conditions file (default: {DEFAULT_CONDITION})")
-    parser.add_argument("--conditions", type=Path, default=DEFAULT_CONDITIONS, metavar="FILE",
-                        help="conditions file (JSON; default runners/conditions/attributes_v1.json)")
-    parser.add_argument("--instruction", type=Path, default=DEFAULT_INSTRUCTION, metavar="FILE",
-                        help="instruction file (default runners/instructions/attributes_v1.txt)")
+    backend_args.add_condition_arguments(parser, default_condition=DEFAULT_CONDITION, conditions=DEFAULT_CONDITIONS,
+                                         instruction=DEFAULT_INSTRUCTION, instruction_help="instruction file")
     backend_args.add_run_arguments(parser, limit_help="only the first N images (in store order)", max_new_tokens=512)
     return parser
 
@@ -111,12 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             conditions=conditions,
             conditions_file=args.conditions,
             instruction_file=args.instruction,
-            limit=args.limit,
-            concurrency=args.concurrency,
-            batch_size=getattr(args, "batch_size", 1),  # the shared run flags may offer --batch-size (hf)
-            progress=not args.quiet,
-            replace=args.replace,
-            config=config,
+            **backend_args.run_options(args, config),
         )
 
     return run_job(job, interrupted="finished calls are recorded")

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import pandas as pd
 
@@ -63,21 +62,14 @@ def make_backend(args: argparse.Namespace, consensus: pd.DataFrame, scale: Scale
         raise InputError(f"the simulated rater needs consensus on the rubric's scale {scale.lo}-{scale.hi}; pool "
                          f"{row['pool']!r} gives {row['candidate_id']!r} {row['consensus']:g} ({len(off)} such values)",
                          field="--backend")
-    try:
-        return simulated_rater(args.model, consensus)
-    except ValueError as err:
-        raise InputError(str(err), field="--model") from None
+    return backend_args.simulated_backend(simulated_rater, args.model, consensus)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m runners.run_rater", description=__doc__.split("\n\n")[0])
     backend_args.add_target_arguments(parser, judge_help="name to record this rating judge under")
-    parser.add_argument("--condition", nargs="+", action="extend", default=None, metavar="NAME",
-                        help=f"conditions to run, from the conditions file (default: {DEFAULT_CONDITION})")
-    parser.add_argument("--conditions", type=Path, default=DEFAULT_CONDITIONS, metavar="FILE",
-                        help="conditions file (JSON; default runners/conditions/default_v1.json)")
-    parser.add_argument("--instruction", type=Path, default=DEFAULT_INSTRUCTION, metavar="FILE",
-                        help="rubric instruction file (default runners/instructions/rubric_1to5_v1.txt)")
+    backend_args.add_condition_arguments(parser, default_condition=DEFAULT_CONDITION, conditions=DEFAULT_CONDITIONS,
+                                         instruction=DEFAULT_INSTRUCTION, instruction_help="rubric instruction file")
     backend_args.add_run_arguments(parser, limit_help="only the first N items (in store order)", max_new_tokens=16)
     return parser
 
@@ -106,12 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             conditions_file=args.conditions,
             instruction_file=args.instruction,
             structured=args.structured,
-            limit=args.limit,
-            concurrency=args.concurrency,
-            batch_size=args.batch_size,
-            progress=not args.quiet,
-            replace=args.replace,
-            config=config,
+            **backend_args.run_options(args, config),
         )
 
     return run_job(job, interrupted="finished ratings are recorded")

@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from audit_core import store
-from audit_core.errors import InputError
 from audit_core.taxonomy import DEFAULT_TAXONOMY, load_taxonomy
 from runners import backend_args
 from runners.backends.base import ScorerBackend
@@ -47,10 +46,7 @@ def make_backend(args: argparse.Namespace) -> ScorerBackend:
     if args.backend == "simulated":
         from runners.backends.simulated import simulated_scorer
 
-        try:
-            return simulated_scorer(args.model)
-        except ValueError as err:
-            raise InputError(str(err), field="--model") from None
+        return backend_args.simulated_backend(simulated_scorer, args.model)
     backend_args.require_model_extras("clip", ("torch", "open_clip"))
     from runners.backends.clip import ClipScorer
 

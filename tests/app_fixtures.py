@@ -1,4 +1,5 @@
-"""A small audit database for the app's tests: pools, votes, judges with known picks.
+"""A small audit database for the app's tests: pools, votes, judges with known picks; and how
+the tests open the app on a database (`open_app`, the `data_folder` fixture).
 
 Built on `fixtures_pools.make_pool_set` (PIL-drawn images, alignment ratings),
 plus individual votes, the cultural-error outcomes, selector judges whose picks
@@ -8,19 +9,51 @@ p000 contains HTML and quotes, to check that the app shows it literally.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
 
 from audit_core import orders, store
+from audit_core.audit_data import AuditData, load_audit_data
 from audit_core.ingest.pools import write_pools
 from audit_core.records import CallRecord, RunRecord, ScoreRecord
 from tests.fixtures_pools import make_pool_set
 
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+UNEXPECTED = "unexpected error"  # the start of the app's one line for an error it did not foresee
 HTML_PROMPT = '<b>Bold</b> "quoted" <script>alert(1)</script> & a festival'
 FAILED = ("p001", 2)  # (prompt, order) where the first judge's output does not parse
+
+
+@pytest.fixture(autouse=True)
+def data_folder(tmp_path_factory, monkeypatch):
+    """The app may open the test databases: they live in its data folder, pytest's base temp folder.
+    Autouse in every test module that imports it."""
+    monkeypatch.setenv("JUDGE_AUDIT_DATA_DIR", str(tmp_path_factory.getbasetemp()))
+    monkeypatch.delenv("JUDGE_AUDIT_DB", raising=False)
+
+
+def open_app(params: Mapping[str, str | list[str]], *, timeout: float = 120) -> AppTest:
+    """Run the app as a link with these query parameters would open it; fail on any exception."""
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    at.query_params.update(params)
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def load_tiny(db: str | Path) -> AuditData:
+    """The audit data of dataset 'tiny' in `db`, read through a read-only connection."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return load_audit_data(con, "tiny")
+    finally:
+        con.close()
 
 
 def pick_rule(prompt_index: int, judge_index: int, order: int, m: int) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import duckdb
 import pytest
@@ -12,19 +11,11 @@ from audit_core import store
 from audit_core.analysis import audit
 from audit_core.audit_data import load_audit_data
 from audit_core.rating_audit import load_rating_data, rating_audit
-from tests.app_fixtures import build_app_db
+from tests.app_fixtures import UNEXPECTED, build_app_db, open_app
+from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
 from tests.test_rating_audit import DATASET, HTML_ITEM, HTML_OUTPUT, build_rating_db, write_runs_on_two_scales
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
-UNEXPECTED = "unexpected error"
 RESAMPLES = "1000"  # the smallest choice of the sidebar
-
-
-@pytest.fixture(autouse=True)
-def data_folder(tmp_path_factory, monkeypatch):
-    """The app may open the test databases: they live in its data folder, pytest's base temp folder."""
-    monkeypatch.setenv("JUDGE_AUDIT_DATA_DIR", str(tmp_path_factory.getbasetemp()))
-    monkeypatch.delenv("JUDGE_AUDIT_DB", raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +41,7 @@ def pools_db(tmp_path_factory) -> str:
 
 def open_page(db: str, page: str, **params: str) -> AppTest:
     """Run the app as a link `?db=…&page=…&…` would open it; fail on any exception."""
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params.update({"db": db, "page": page, "resamples": RESAMPLES, **params})
-    at.run()
-    assert not at.exception, [e.message for e in at.exception]
+    at = open_app({"db": db, "page": page, "resamples": RESAMPLES, **params})
     assert not [e.value for e in at.error if UNEXPECTED in e.value]
     return at
 

@@ -12,9 +12,7 @@ from streamlit.testing.v1 import AppTest
 from app_ui import allowed
 from app_ui.allowed import Allowance, Refused
 from audit_core import store
-from tests.app_fixtures import build_app_db
-
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
+from tests.app_fixtures import APP, build_app_db
 
 
 # ------------------------------------------------------------ who allowed what

@@ -4,7 +4,6 @@ that abstains on everything (its excluded accuracy is undefined) and writes HTML
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -13,17 +12,11 @@ from audit_core import store
 from audit_core.records import LabelAnswerRecord, LabelCallRecord, RunRecord
 from audit_core.taxonomy import load_taxonomy
 from runners import demo_attributes
-from tests.app_fixtures import build_app_db
+from tests.app_fixtures import build_app_db, open_app
+from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
 HTML = '<img src=x onerror="alert(1)"> <b>bold</b>'
 DATASET = demo_attributes.DATASET
-
-
-@pytest.fixture(autouse=True)
-def data_folder(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("JUDGE_AUDIT_DATA_DIR", str(tmp_path_factory.getbasetemp()))
-    monkeypatch.delenv("JUDGE_AUDIT_DB", raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -51,10 +44,7 @@ def attributes_db(tmp_path_factory) -> str:
 
 
 def open_page(db: str, **params: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params.update({"db": db, "page": "attributes", "dataset": DATASET, "resamples": "1000", **params})
-    at.run()
-    assert not at.exception, [e.message for e in at.exception]
+    at = open_app({"db": db, "page": "attributes", "dataset": DATASET, "resamples": "1000", **params})
     assert not [e.value for e in at.error]
     return at
 

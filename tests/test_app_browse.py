@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import duckdb
 import numpy as np
 import pandas as pd
 import pytest
 
 from audit_core import browse, store
-from audit_core.audit_data import load_audit_data
 from audit_core.outcomes import prompt_outcomes
 from audit_core.policies import policy_picks
-from tests.app_fixtures import FAILED, HTML_PROMPT, build_app_db, pick_rule
+from tests.app_fixtures import FAILED, HTML_PROMPT, build_app_db, load_tiny, pick_rule
 
 
 @pytest.fixture(scope="module")
@@ -22,11 +20,7 @@ def db(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def data(db):
-    con = duckdb.connect(db, read_only=True)
-    try:
-        return load_audit_data(con, "tiny")
-    finally:
-        con.close()
+    return load_tiny(db)
 
 
 def test_filter_narrows_and_keeps_prompt_rows(data):

@@ -13,9 +13,8 @@ from streamlit.testing.v1 import AppTest
 
 from app_ui import draw
 from audit_core import browse
-from tests.app_fixtures import build_app_db
+from tests.app_fixtures import build_app_db, open_app
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
 POOL = "p002"  # a 3-candidate pool: one image undecodable, one missing, one not an image at all
 
 
@@ -44,10 +43,7 @@ def app(broken, monkeypatch):
     st.cache_resource.clear()
 
     def run(page: str, **params: str) -> AppTest:
-        at = AppTest.from_file(APP, default_timeout=120)
-        at.query_params.update({"page": page, **params})
-        at.run()
-        assert not at.exception, [e.message for e in at.exception]
+        at = open_app({"page": page, **params})
         shown = [e.value for e in [*at.markdown, *at.caption, *at.text, *at.error, *at.warning, *at.info]]
         assert not any(str(broken.parent) in text for text in shown)  # no server path on the page
         return at

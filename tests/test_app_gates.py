@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 
-import duckdb
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -14,18 +12,10 @@ from streamlit.testing.v1 import AppTest
 from app_ui import draw
 from audit_core import gate_compose as gc
 from audit_core.analysis import audit
-from audit_core.audit_data import load_audit_data
-from tests.app_fixtures import build_app_db
+from tests.app_fixtures import build_app_db, load_tiny, open_app
+from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
 GATE = "alpha: orders>=2/3 and scorer(scorer) or judge(beta)"
-
-
-@pytest.fixture(autouse=True)
-def data_folder(tmp_path_factory, monkeypatch):
-    """The app may open the test databases: they live in its data folder, pytest's base temp folder."""
-    monkeypatch.setenv("JUDGE_AUDIT_DATA_DIR", str(tmp_path_factory.getbasetemp()))
-    monkeypatch.delenv("JUDGE_AUDIT_DB", raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -36,19 +26,11 @@ def db(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def data(db):
-    con = duckdb.connect(db, read_only=True)
-    try:
-        return load_audit_data(con, "tiny")
-    finally:
-        con.close()
+    return load_tiny(db)
 
 
 def open_gates(db: str, **params: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params.update({"db": db, "page": "gates", "resamples": "1000", **params})
-    at.run()
-    assert not at.exception, [e.message for e in at.exception]
-    return at
+    return open_app({"db": db, "page": "gates", "resamples": "1000", **params})
 
 
 def charts(at: AppTest) -> dict[str, dict]:

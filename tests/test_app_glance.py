@@ -19,19 +19,13 @@ from audit_core.analysis import audit
 from audit_core.audit_data import load_audit_data
 from findings import colours
 from runners import demo, ingest
-from tests.app_fixtures import build_app_db
+from tests.app_fixtures import build_app_db, open_app
+from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
 JUDGEACTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "judgeacts" / "main"
 RESAMPLES = "1000"
 BAD = re.compile(r"(?<![\w.])(None|nan|NaN|<NA>)(?!\w)|(?<![\w.])-0(\.0+)?%?(?![\d.])|South_Africa")
 PAGES = ("overview", "explorer", "detail", "judges", "alignment")  # the pages this suite covers
-
-
-@pytest.fixture(autouse=True)
-def data_folder(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("JUDGE_AUDIT_DATA_DIR", str(tmp_path_factory.getbasetemp()))
-    monkeypatch.delenv("JUDGE_AUDIT_DB", raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +42,7 @@ def three(tmp_path_factory) -> str:
 
 
 def open_page(db: str, page: str, **params: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=180)
-    at.query_params.update({"db": db, "page": page, "resamples": RESAMPLES, **params})
-    at.run()
-    assert not at.exception, [e.message for e in at.exception]
-    return at
+    return open_app({"db": db, "page": page, "resamples": RESAMPLES, **params}, timeout=180)
 
 
 def charts(at: AppTest) -> list[dict]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from urllib.parse import parse_qs
 
 import duckdb
@@ -12,20 +11,11 @@ from streamlit.testing.v1 import AppTest
 
 from audit_core import store
 from audit_core.analysis import audit
-from audit_core.audit_data import load_audit_data
 from audit_core.outcomes import prompt_outcomes
 from audit_core.report import findings_markdown, source_note
-from tests.app_fixtures import FAILED, HTML_PROMPT, build_app_db, pick_rule
+from tests.app_fixtures import APP, FAILED, HTML_PROMPT, UNEXPECTED, build_app_db, load_tiny, open_app, pick_rule
+from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
-UNEXPECTED = "unexpected error"
-
-
-@pytest.fixture(autouse=True)
-def data_folder(tmp_path_factory, monkeypatch):
-    """The app may open the test databases: they live in its data folder, pytest's base temp folder."""
-    monkeypatch.setenv("JUDGE_AUDIT_DATA_DIR", str(tmp_path_factory.getbasetemp()))
-    monkeypatch.delenv("JUDGE_AUDIT_DB", raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -36,19 +26,12 @@ def db(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def data(db):
-    con = duckdb.connect(db, read_only=True)
-    try:
-        return load_audit_data(con, "tiny")
-    finally:
-        con.close()
+    return load_tiny(db)
 
 
 def open_page(db: str, page: str, **params: str | list[str]) -> AppTest:
     """Run the app as a link `?db=…&page=…&…` would open it; fail on any exception."""
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params.update({"db": db, "page": page, **params})
-    at.run()
-    assert not at.exception, [e.message for e in at.exception]
+    at = open_app({"db": db, "page": page, **params})
     assert not [e.value for e in at.error if UNEXPECTED in e.value]
     return at
 
@@ -329,10 +312,7 @@ def test_detail_without_prompt_opens_the_filters_first_pool_and_names_it(db, dat
 )
 def test_a_link_naming_a_value_that_does_not_exist_says_so_and_shows_the_default(db, page, key, extra):
     hostile = "no<b>such</b>*"
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params.update({"db": db, "page": page, **extra, key: hostile})
-    at.run()
-    assert not at.exception, [e.message for e in at.exception]
+    at = open_app({"db": db, "page": page, **extra, key: hostile})
     (warning,) = [w.value for w in at.warning if "does not exist" in w.value]
     assert f"`{key}`" in warning and f"`{hostile}`" in warning  # a code span: shown literally
     assert at.title[0].value  # the page still draws, with the default in place of the refused value

@@ -12,32 +12,19 @@ SIMULATED), parsed and recorded like a real judge's.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from audit_core.taxonomy import Attribute
+from runners.backends.simulated_profiles import profile_revision, profile_spec, seeded
 from runners.label_protocol import LabelRequest
 
 PROFILE_FILE = Path(__file__).resolve().parent.parent / "judges" / "simulated_labelers.json"
 ANY_ATTRIBUTE = "*"
-
-
-@lru_cache(maxsize=1)
-def _profiles() -> tuple[dict, str]:
-    data = PROFILE_FILE.read_bytes()
-    return json.loads(data), hashlib.sha256(data).hexdigest()
-
-
-def _seeded(*parts: str) -> np.random.Generator:
-    digest = hashlib.sha256("|".join(parts).encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 
 def _rate(rates: Mapping[str, float], attribute: str) -> float:
@@ -65,7 +52,7 @@ class SimulatedLabeler:
 
     def answer(self, request: LabelRequest, attribute: Attribute) -> tuple[str, str]:
         """(the answer as written, its rationale) for one attribute of one image under the request's condition."""
-        draws = _seeded(self.profile, request.dataset, request.candidate_id, attribute.name)
+        draws = seeded(self.profile, request.dataset, request.candidate_id, attribute.name)
         u_abstain, u_correct, u_drift = draws.random(3)
         truth = self.gold.get(request.candidate_id, {}).get(attribute.name)
         if request.abstention and u_abstain < _rate(self.abstain, attribute.name):
@@ -82,24 +69,19 @@ class SimulatedLabeler:
     def generate(self, request: LabelRequest) -> str:
         """Deterministic raw text: the JSON contract, or (at the profile's rate) prose."""
         answers = {a.name: self.answer(request, a) for a in request.taxonomy.attributes}
-        if _seeded(self.profile, request.request_key).random() < self.prose_rate:
+        if seeded(self.profile, request.request_key).random() < self.prose_rate:
             return "The image shows " + ", ".join(f"{name} {label}" for name, (label, _) in answers.items()) + "."
         return json.dumps({name: {"label": label, "rationale": why} for name, (label, why) in answers.items()},
                           ensure_ascii=False)
 
     def model_revision(self) -> str:
-        profiles, sha = _profiles()
-        return f"simulated_labelers.json v{profiles['version']} sha256:{sha[:16]} profile {self.profile}"
+        return profile_revision(PROFILE_FILE, self.profile)
 
 
 def simulated_labeler(profile: str, gold: pd.DataFrame) -> SimulatedLabeler:
     """The simulated labeler `profile` (careful, guesser, …) peeking at `gold`
     (candidate_id, attribute, label); ValueError if the profile is unknown."""
-    profiles, _ = _profiles()
-    known = profiles["labelers"]
-    if profile not in known:
-        raise ValueError(f"unknown simulated labeler profile {profile!r} (known: {', '.join(sorted(known))})")
-    spec = known[profile]
+    spec = profile_spec(PROFILE_FILE, "labelers", "labeler", profile)
     by_image: dict[str, dict[str, str]] = {}
     for cid, attribute, label in zip(gold["candidate_id"], gold["attribute"], gold["label"]):
         by_image.setdefault(cid, {})[attribute] = label

@@ -12,31 +12,19 @@ raw text in the rubric's format, parsed and recorded like a real judge's.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from runners.backends.simulated_profiles import profile_revision, profile_spec, seeded
 from runners.rating_protocol import RatingRequest
 
 PROFILE_FILE = Path(__file__).resolve().parent.parent / "judges" / "simulated_raters.json"
 ANY_POOL = "*"
-
-
-@lru_cache(maxsize=1)
-def _profiles() -> tuple[dict, str]:
-    data = PROFILE_FILE.read_bytes()
-    return json.loads(data), hashlib.sha256(data).hexdigest()
-
-
-def _seeded(*parts: str) -> np.random.Generator:
-    digest = hashlib.sha256("|".join(parts).encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 
 def _pulled(weights: dict[str, float], toward: str | None, fraction: float) -> dict[str, float]:
@@ -85,7 +73,7 @@ class SimulatedRater:
         if (self.abstain_spread is not None and scale.abstain and pools
                 and max(pools.values()) - min(pools.values()) >= self.abstain_spread):
             return None
-        draws = _seeded(self.profile, request.dataset, request.candidate_id)  # same draw under every condition
+        draws = seeded(self.profile, request.dataset, request.candidate_id)  # same draw under every condition
         z, leak = draws.normal(), draws.random()
         value = int(np.clip(np.floor(self.view(request) + self.offset + self.noise * z + 0.5), scale.lo, scale.hi))
         if self.floor is not None and value < self.floor and leak >= self.floor_leak:
@@ -96,7 +84,7 @@ class SimulatedRater:
         """Deterministic raw text: the rating, the abstention label, or a scripted format variant."""
         value = self.rating(request)
         answer = request.scale.abstain if value is None else str(value)
-        u = _seeded(self.profile, request.request_key).random()
+        u = seeded(self.profile, request.request_key).random()
         if u < self.prose_rate:
             return f"I would rate this image {answer}."
         if u < self.prose_rate + self.json_rate:
@@ -104,8 +92,7 @@ class SimulatedRater:
         return answer
 
     def model_revision(self) -> str:
-        profiles, sha = _profiles()
-        return f"simulated_raters.json v{profiles['version']} sha256:{sha[:16]} profile {self.profile}"
+        return profile_revision(PROFILE_FILE, self.profile)
 
 
 def consensus_by_item(consensus: pd.DataFrame) -> dict[str, dict[str, float]]:
@@ -122,11 +109,7 @@ def simulated_rater(profile: str, consensus: pd.DataFrame) -> SimulatedRater:
     `consensus` has columns candidate_id, pool, consensus on the rubric's scale
     (`runners.rating_recorder.pool_consensus`).
     """
-    profiles, _ = _profiles()
-    known = profiles["raters"]
-    if profile not in known:
-        raise ValueError(f"unknown simulated rater profile {profile!r} (known: {', '.join(sorted(known))})")
-    spec = known[profile]
+    spec = profile_spec(PROFILE_FILE, "raters", "rater", profile)
     errors = spec.get("format_errors", {})
     return SimulatedRater(
         profile=profile,

@@ -1,0 +1,49 @@
+"""How a judge's conditions file is read: a JSON object whose "conditions" object maps names to
+definitions. Each protocol checks its own definitions (runners/label_protocol.py,
+runners/rating_protocol.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from audit_core.errors import InputError
+
+T = TypeVar("T")
+
+
+def read_conditions(path: Path) -> tuple[str, dict]:
+    """(the file's text, its non-empty "conditions" object); InputError naming the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"cannot read the conditions file: {err}", file=path) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"not JSON ({err.msg})", file=path, line=err.lineno) from None
+    if not isinstance(data, dict) or not isinstance(data.get("conditions"), dict) or not data["conditions"]:
+        raise InputError('expected an object with a non-empty "conditions" object', file=path, field="conditions")
+    return text, data["conditions"]
+
+
+def line_of(text: str, name: str) -> int | None:
+    """Line of the first `"name":` in a JSON text, for error messages."""
+    key = re.compile(re.escape(json.dumps(name, ensure_ascii=False)) + r"\s*:")
+    for number, line in enumerate(text.splitlines(), 1):
+        if key.search(line):
+            return number
+    return None
+
+
+def select_named(known: Mapping[str, T], path: str | Path, names: Sequence[str]) -> list[T]:
+    """The conditions `names` of `known` (read from `path`), in the order given (duplicates dropped)."""
+    chosen = []
+    for name in dict.fromkeys(names):
+        if name not in known:
+            raise InputError(f"unknown condition {name!r} (in {path}: {', '.join(known)})", field="--condition")
+        chosen.append(known[name])
+    return chosen
