@@ -33,14 +33,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from audit_core import audit_cache, store
-from audit_core.analysis import AuditResult, audit
-from audit_core.attribute_audit import AttributeAuditResult, attribute_audit, load_attribute_data
-from audit_core.audit_data import load_audit_data
+from audit_core import audit_cache
+from audit_core.analysis import AuditResult
+from audit_core.attribute_audit import AttributeAuditResult
 from audit_core.errors import DatabaseFileError, InputError
-from audit_core.rating_audit import RatingAuditResult, consensus_pools, load_rating_data, rating_audit
-from audit_core.rubric_vs_scorer import RubricVsScorer, rubric_vs_scorer
+from audit_core.rating_audit import RatingAuditResult
+from audit_core.rubric_vs_scorer import RubricVsScorer
 from audit_core.report import escape_markdown, findings_markdown, source_note
+from runners.audits import run_audits
 
 
 def non_negative(text: str) -> int:
@@ -132,57 +132,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not db.exists():
         print(f"error: database {db} does not exist; create it with `python -m runners.ingest ...`", file=sys.stderr)
         return 2
+    started = time.perf_counter()
     try:
-        con = store.connect(db, read_only=True)
-    except DatabaseFileError as err:  # not a DuckDB database, a directory, held by a writer for too long...
+        audits = run_audits(db, args.dataset, args.resamples, args.seed, args.pool, args.by)
+    except (DatabaseFileError, InputError) as err:  # not a DuckDB file, held by a writer too long; an unknown --by
         print(f"error: {err}", file=sys.stderr)
         return 2
-    try:
-        row = store.dataset_row(con, args.dataset)
-        if row is None:
-            known = ", ".join(store.list_datasets(con)["dataset_id"]) or "none"
-            print(f"error: dataset {args.dataset!r} is not in {db} (known: {known})", file=sys.stderr)
-            return 2
-        pools = consensus_pools(con, args.dataset)
-        rating_data = load_rating_data(con, args.dataset)
-        scores = store.load_scores(con, args.dataset)
-        attribute_data = load_attribute_data(con, args.dataset)
-        if args.pool not in pools and (pools or (rating_data is None and attribute_data is None)):
-            hint = f"; choose one with --pool NAME (pools: {', '.join(pools)})" if pools else ""
-            print(f"error: dataset {args.dataset!r} has no alignment ratings in pool {args.pool!r}{hint}",
-                  file=sys.stderr)
-            return 2
-        data = load_audit_data(con, args.dataset, pool=args.pool) if pools else None  # None: a rating study only
-        calls = store.load_calls(con, args.dataset)
-        content = audit_cache.dataset_fingerprint(con, args.dataset)
-        selection_key = audit_cache.selection_key(content, args.dataset, args.resamples, args.seed, args.pool,
-                                                  tuple(args.by))
-        rating_key = audit_cache.rating_key(content, args.dataset, args.resamples, args.seed)
     except (KeyError, ValueError) as err:
         print(f"error: {err.args[0]}", file=sys.stderr)
         return 2
-    finally:
-        con.close()
-    if data is not None:  # the loaded arrays too, which the app opens first
-        data_key = audit_cache.data_key(content, args.dataset, args.pool)
-        if not audit_cache.has(db, data_key):
-            audit_cache.store(db, data_key, data)
-    started = time.perf_counter()
-    try:
-        result = audit_cache.cached(db, selection_key, AuditResult, lambda: audit(
-            data, resamples=args.resamples, seed=args.seed, by=args.by, calls=calls)) if data is not None else None
-    except InputError as err:  # an unknown --by column
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    rating = audit_cache.cached(db, rating_key, RatingAuditResult, lambda: rating_audit(
-        rating_data, resamples=args.resamples, seed=args.seed)) if rating_data is not None else None
-    rubric = (rubric_vs_scorer(rating_data.ratings, scores, rating_data.scale, resamples=args.resamples,
-                               seed=args.seed) if rating_data is not None and not rating_data.ratings.empty and not scores.empty
-              else None)
-    attributes = (attribute_audit(attribute_data, resamples=args.resamples, seed=args.seed)
-                  if attribute_data is not None else None)
     seconds = time.perf_counter() - started
-    written = [] if args.cache_only else write_result(result, args.out, source_note(row), rating, attributes,
+    data, result, rating_data, rating = audits.data, audits.result, audits.rating_data, audits.rating
+    attribute_data, attributes, rubric = audits.attribute_data, audits.attributes, audits.rubric
+    written = [] if args.cache_only else write_result(result, args.out, source_note(audits.row), rating, attributes,
                                                          rubric)
     parts = []
     if data is not None:

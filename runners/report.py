@@ -22,53 +22,27 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from audit_core import store
-from audit_core.analysis import audit
-from audit_core.attribute_audit import attribute_audit, load_attribute_data
-from audit_core.audit_data import load_audit_data
-from audit_core.browse import load_image_paths
 from audit_core.errors import DatabaseFileError
-from audit_core.rating_audit import consensus_pools, load_rating_data, rating_audit
 from audit_core.report import source_note
-from audit_core.rubric_vs_scorer import rubric_vs_scorer
 from findings import document, export, images
 from findings.common import library_versions
 from findings.inputs import ReportInput
 from findings.sections import build_sections
 from runners.analyze import non_negative, write_result
+from runners.audits import run_audits
+
 
 def load_report(db: Path, dataset: str, resamples: int, seed: int, pool: str) -> ReportInput:
-    """Read the dataset, run its audits and gather its provenance. Raises KeyError/ValueError with
-    a message for an unknown dataset or pool, DatabaseFileError for a file that cannot be opened."""
-    con = store.connect(db, read_only=True)
-    try:
-        row = store.dataset_row(con, dataset)
-        if row is None:
-            known = ", ".join(store.list_datasets(con)["dataset_id"]) or "none"
-            raise KeyError(f"dataset {dataset!r} is not in {db} (known: {known})")
-        pools = consensus_pools(con, dataset)
-        rating_data = load_rating_data(con, dataset)
-        attribute_data = load_attribute_data(con, dataset)
-        scores = store.load_scores(con, dataset)
-        if pool not in pools and (pools or (rating_data is None and attribute_data is None)):
-            hint = f"; choose one with --pool NAME (pools: {', '.join(pools)})" if pools else ""
-            raise KeyError(f"dataset {dataset!r} has no alignment ratings in pool {pool!r}{hint}")
-        data = load_audit_data(con, dataset, pool=pool) if pools else None
-        calls = store.load_calls(con, dataset)
-        runs = store.load_runs(con, dataset)
-        paths = load_image_paths(con, dataset)
-    finally:
-        con.close()
-    result = audit(data, resamples=resamples, seed=seed, calls=calls) if data is not None else None
-    rating = rating_audit(rating_data, resamples=resamples, seed=seed) if rating_data is not None else None
-    attributes = attribute_audit(attribute_data, resamples=resamples, seed=seed) if attribute_data is not None else None
-    rubric = (rubric_vs_scorer(rating_data.ratings, scores, rating_data.scale, resamples=resamples, seed=seed)
-              if rating_data is not None and not rating_data.ratings.empty and not scores.empty else None)
+    """Run the dataset's audits (`runners.audits.run_audits`, which raises KeyError/ValueError
+    with a message for an unknown dataset or pool, DatabaseFileError for a file that cannot be
+    opened) and gather its provenance."""
+    audits = run_audits(db, dataset, resamples, seed, pool)
     return ReportInput(
-        dataset_id=dataset, row=row, note=source_note(row), data=data, result=result, rating_data=rating_data,
-        rating=rating, attribute_data=attribute_data, attributes=attributes, rubric=rubric, runs=runs,
+        dataset_id=dataset, row=audits.row, note=source_note(audits.row), data=audits.data, result=audits.result,
+        rating_data=audits.rating_data, rating=audits.rating, attribute_data=audits.attribute_data,
+        attributes=audits.attributes, rubric=audits.rubric, runs=audits.runs,
         image=lambda cid, path: images.candidate_uri(db, dataset, cid, path),
-        image_paths=paths, pool=pool, versions=library_versions(),
+        image_paths=audits.image_paths, pool=pool, versions=library_versions(),
     )
 
 

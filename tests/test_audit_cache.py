@@ -16,7 +16,7 @@ from audit_core.analysis import AuditResult, audit
 from audit_core.audit_data import AuditData, load_audit_data
 from audit_core.records import utc_now
 from benchmarks.synthetic import build_synthetic_db
-from runners import analyze
+from runners import analyze, audits, report
 
 DATASET = "small"
 RESAMPLES = 200
@@ -186,8 +186,9 @@ def test_analyze_fills_the_cache_and_then_reads_it(tmp_path, monkeypatch, capsys
     def fail(*_, **__):
         raise AssertionError("audited again")
 
-    monkeypatch.setattr(analyze, "audit", fail)
+    monkeypatch.setattr(audits, "audit", fail)
     assert analyze.main([*args, "--out", str(tmp_path / "out")]) == 0  # unchanged dataset: from the cache
+    assert report.load_report(db, DATASET, 50, 0, "all").result is not None  # the report reads the same cache
     cached = pd.read_csv(tmp_path / "out" / "policies.csv")
     assert len(cached) > 0 and "regret_lo" in cached
     with pytest.raises(SystemExit) as stop:

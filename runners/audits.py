@@ -1,0 +1,86 @@
+"""Every audit of one dataset, as `runners.analyze` and `runners.report` both need them.
+
+`run_audits` reads the dataset once, runs the selection, rating, attribute and
+rubric-vs-scorer audits that its data allows, and keeps the selection and rating
+audits (and the loaded arrays) in the cache beside the database
+(`audit_core.audit_cache`), so an unchanged dataset is not audited twice by either
+command or by the app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from audit_core import audit_cache, store
+from audit_core.analysis import AuditResult, audit
+from audit_core.attribute_audit import AttributeAuditResult, AttributeData, attribute_audit, load_attribute_data
+from audit_core.audit_data import AuditData, load_audit_data
+from audit_core.browse import load_image_paths
+from audit_core.rating_audit import RatingAuditResult, RatingData, consensus_pools, load_rating_data, rating_audit
+from audit_core.rubric_vs_scorer import RubricVsScorer, rubric_vs_scorer
+
+
+@dataclass
+class Audits:
+    """A dataset's row, data and audit results; None where the dataset has no such data."""
+
+    row: dict
+    data: AuditData | None
+    result: AuditResult | None
+    rating_data: RatingData | None
+    rating: RatingAuditResult | None
+    attribute_data: AttributeData | None
+    attributes: AttributeAuditResult | None
+    rubric: RubricVsScorer | None
+    runs: pd.DataFrame
+    image_paths: dict[str, str | None]
+
+
+def run_audits(db: Path, dataset: str, resamples: int, seed: int, pool: str = "all",
+               by: Sequence[str] = ()) -> Audits:
+    """Load `dataset` from `db` and run its audits (module docstring).
+
+    Raises KeyError (unknown dataset, or no alignment ratings in `pool` where the dataset
+    needs them) and ValueError with a message in args[0], InputError for an unknown `by`
+    column, DatabaseFileError for a file that cannot be opened.
+    """
+    con = store.connect(db, read_only=True)
+    try:
+        row = store.dataset_row(con, dataset)
+        if row is None:
+            known = ", ".join(store.list_datasets(con)["dataset_id"]) or "none"
+            raise KeyError(f"dataset {dataset!r} is not in {db} (known: {known})")
+        pools = consensus_pools(con, dataset)
+        rating_data = load_rating_data(con, dataset)
+        scores = store.load_scores(con, dataset)
+        attribute_data = load_attribute_data(con, dataset)
+        if pool not in pools and (pools or (rating_data is None and attribute_data is None)):
+            hint = f"; choose one with --pool NAME (pools: {', '.join(pools)})" if pools else ""
+            raise KeyError(f"dataset {dataset!r} has no alignment ratings in pool {pool!r}{hint}")
+        data = load_audit_data(con, dataset, pool=pool) if pools else None  # None: a rating or attribute study only
+        calls = store.load_calls(con, dataset)
+        runs = store.load_runs(con, dataset)
+        image_paths = load_image_paths(con, dataset)
+        content = audit_cache.dataset_fingerprint(con, dataset)
+    finally:
+        con.close()
+    if data is not None:  # the loaded arrays too, which the app opens first
+        data_key = audit_cache.data_key(content, dataset, pool)
+        if not audit_cache.has(db, data_key):
+            audit_cache.store(db, data_key, data)
+    selection_key = audit_cache.selection_key(content, dataset, resamples, seed, pool, tuple(by))
+    result = audit_cache.cached(db, selection_key, AuditResult, lambda: audit(
+        data, resamples=resamples, seed=seed, by=by, calls=calls)) if data is not None else None
+    rating_key = audit_cache.rating_key(content, dataset, resamples, seed)
+    rating = audit_cache.cached(db, rating_key, RatingAuditResult, lambda: rating_audit(
+        rating_data, resamples=resamples, seed=seed)) if rating_data is not None else None
+    rubric = (rubric_vs_scorer(rating_data.ratings, scores, rating_data.scale, resamples=resamples, seed=seed)
+              if rating_data is not None and not rating_data.ratings.empty and not scores.empty else None)
+    attributes = attribute_audit(attribute_data, resamples=resamples, seed=seed) if attribute_data is not None else None
+    return Audits(row=row, data=data, result=result, rating_data=rating_data, rating=rating,
+                  attribute_data=attribute_data, attributes=attributes, rubric=rubric, runs=runs,
+                  image_paths=image_paths)
