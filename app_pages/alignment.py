@@ -67,13 +67,14 @@ else:
         c = cells.loc[pool]
         card.markdown(f"**Pool {draw.esc(pool)}**")
         mae = draw.interval(c["mae"], c["mae_lo"], c["mae_hi"], missing=draw.UNDEFINED)
-        card.metric(f"MAE vs {draw.esc(pool)}", mae,
-                    help="Mean |rating − pool consensus| over the items the judge rated; 95% interval.")
         r = draw.interval(c["pearson"], c["pearson_lo"], c["pearson_hi"], missing=draw.UNDEFINED)
-        card.metric(f"Pearson r vs {draw.esc(pool)}", r,
-                    help="Undefined when the judge's ratings or the pool's consensus are constant on these items.")
-        card.metric(f"Quadratic κ vs {draw.esc(pool)}", draw.number(c["qwk"], missing=draw.UNDEFINED),
-                    help="Cohen's kappa, quadratic weights, consensus rounded half up to the scale's points.")
+        glance.cards(card, [
+            glance.Card(f"MAE vs {pool}", mae, "Mean |rating − pool consensus| over the items the judge rated; 95% interval."),
+            glance.Card(f"Pearson r vs {pool}", r,
+                        "Undefined when the judge's ratings or the pool's consensus are constant on these items."),
+            glance.Card(f"Quadratic κ vs {pool}", draw.number(c["qwk"], missing=draw.UNDEFINED),
+                        "Cohen's kappa, quadratic weights, consensus rounded half up to the scale's points."),
+        ])
         card.caption(f"{int(c['n'])} rated · {int(c['abstained'])} abstained · {int(c['failed'])} failed · "
                      f"floor (bottom two points): {draw.percent(c['floor_share'])} of its ratings vs "
                      f"{draw.percent(c['pool_floor_share'])} of the pool's consensus; it rates "
@@ -92,12 +93,12 @@ else:
         pair = context.bound(st.selectbox, "Pool pair", "pair", pairs[0], pairs) if len(pairs) > 1 else pairs[0]
         shown = tilt[tilt["pair"] == pair]
         t = shown[(shown["judge"] == judge) & (shown["condition"] == condition)].iloc[0]
-        cards = st.columns(2)
-        cards[0].metric(f"Δ ({draw.esc(pair)})", draw.interval(t["delta"], t["delta_lo"], t["delta_hi"], signed=True),
-                        help=f"Over {int(t['n_delta'])} items rated with both pools' consensus.")
         t_text = draw.interval(t["tilt"], t["tilt_lo"], t["tilt_hi"], signed=True, missing=draw.UNDEFINED)
-        cards[1].metric(f"T ({draw.esc(pair)})", t_text,
-                        help=f"Over {int(t['n_tilt'])} rated items where the pools differ.")
+        glance.cards(st, [
+            glance.Card(f"Δ ({pair})", draw.interval(t["delta"], t["delta_lo"], t["delta_hi"], signed=True),
+                        f"Over {int(t['n_delta'])} items rated with both pools' consensus."),
+            glance.Card(f"T ({pair})", t_text, f"Over {int(t['n_tilt'])} rated items where the pools differ."),
+        ])
         tilts = draw.forest(shown, "rater", "tilt", f"Normalised tilt T, {draw.plain(pair)}",
                             "T (+1: first pool's consensus, −1: second's)", colour="judge")
         for name in shown["judge"].unique():  # each rating judge in its own colour

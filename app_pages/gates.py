@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app_ui import context, draw, gate_views
+from app_ui import context, draw, gate_views, glance
 
 sel = context.selection("gates")
 draw.header(
@@ -26,7 +26,7 @@ if result.gates.empty:
     st.info("No gate can be formed on this dataset: it needs several orders, several judges or a scorer.")
     st.stop()
 data = sel.data()
-colours = draw.judge_colours([*sel.judges, *data.scorers])
+colours = glance.name_colours(sel)  # the same mapping as every other page
 
 # --- a standard gate
 names = list(dict.fromkeys(result.gates["gate"]))

@@ -54,28 +54,31 @@ if sel.judge:
     judge = result.judges.set_index("judge").loc[sel.judge]
     k = int(judge["orders"])
     unanimity = result.gates[(result.gates["gate"] == f"{sel.judge} agree>={k}/{k}") & (result.gates["side"] == "kept")]
-    cards = [*st.columns(3), *st.columns(3)]
-    cards[0].metric("Gain over random", draw.interval(p["gain"], p["gain_lo"], p["gain_hi"], signed=True),
-                    help="Mean alignment of the order-0 pick minus the pool's mean (exact random); 95% bootstrap interval.")
-    cards[1].metric("Regret", draw.interval(p["regret"], p["regret_lo"], p["regret_hi"]),
-                    help="Best alignment in the pool minus the picked image's, averaged over prompts.")
-    cards[2].metric("Below-mean rate", f"{draw.percent(p['bmr'])} vs {draw.percent(p['bmr_random'])}",
-                    help="Share of picks rated below the pool mean, next to random's matched rate.")
     first = glance.percent_interval(judge["first_slot"], judge["first_slot_lo"], judge["first_slot_hi"])
-    cards[3].metric(f"First-slot picks (uniform {draw.percent(judge['first_slot_uniform'])})", first,
-                    help="Share of valid calls choosing slot A, 95% interval resampling prompts, vs the uniform "
-                    f"expectation (χ² p {draw.p_value(judge['chi2_p'])}).")
-    cards[4].metric("Flip rate across orders",
+    headline = [
+        glance.Card("Gain over random", draw.interval(p["gain"], p["gain_lo"], p["gain_hi"], signed=True),
+                    "Mean alignment of the order-0 pick minus the pool's mean (exact random); 95% bootstrap interval."),
+        glance.Card("Regret", draw.interval(p["regret"], p["regret_lo"], p["regret_hi"]),
+                    "Best alignment in the pool minus the picked image's, averaged over prompts."),
+        glance.Card("Below-mean rate", f"{draw.percent(p['bmr'])} vs {draw.percent(p['bmr_random'])}",
+                    "Share of picks rated below the pool mean, next to random's matched rate."),
+        glance.Card(f"First-slot picks (uniform {draw.percent(judge['first_slot_uniform'])})", first,
+                    "Share of valid calls choosing slot A, 95% interval resampling prompts, vs the uniform "
+                    f"expectation (χ² p {draw.p_value(judge['chi2_p'])})."),
+        glance.Card("Flip rate across orders",
                     glance.percent_interval(judge["flip_rate"], judge["flip_rate_lo"], judge["flip_rate_hi"])
                     if k > 1 else "one order",
-                    help="Share of fully parsed prompts whose returned image changes with the presentation order; "
-                    "95% bootstrap interval over those prompts.")
+                    "Share of fully parsed prompts whose returned image changes with the presentation order; "
+                    "95% bootstrap interval over those prompts."),
+    ]
     if k > 1 and not unanimity.empty:
         u = unanimity.iloc[0]
-        cards[5].metric(f"Unanimity gate keeps {draw.percent(u['coverage'])} of prompts: gain",
-                        draw.interval(u["gain"], u["gain_lo"], u["gain_hi"], signed=True),
-                        help=f"Acts only when all {k} orders agree; gain over random on the {int(u['n'])} prompts it "
-                        "keeps, 95% bootstrap interval.")
+        headline.append(glance.Card(
+            f"Unanimity gate keeps {draw.percent(u['coverage'])} of prompts: gain",
+            draw.interval(u["gain"], u["gain_lo"], u["gain_hi"], signed=True),
+            f"Acts only when all {k} orders agree; gain over random on the {int(u['n'])} prompts it keeps, "
+            "95% bootstrap interval."))
+    glance.cards(st, headline)
     st.caption(
         f"{int(p['n']):,} prompts acted on ({draw.percent(p['coverage'])} coverage) · {int(judge['calls']):,} calls, "
         f"{int(judge['failed']):,} failed · {result.resamples:,} bootstrap resamples, seed {result.seed}."
@@ -122,8 +125,11 @@ if result.timing is not None:
 # --- findings to take away
 st.subheader("Export the findings")
 exports = st.columns(3)
-exports[0].download_button("Summary (JSON)", json.dumps(result.to_summary(), indent=2), f"{sel.dataset_id}_summary.json",
-                           mime="application/json")
-exports[1].download_button("Policies (CSV)", result.policies.to_csv(index=False), f"{sel.dataset_id}_policies.csv", mime="text/csv")
-exports[2].download_button("Gates (CSV)", result.gates.to_csv(index=False), f"{sel.dataset_id}_gates.csv", mime="text/csv")
+# each file is made when it is asked for, not on every run of the page
+exports[0].download_button("Summary (JSON)", lambda: json.dumps(result.to_summary(), indent=2),
+                           f"{sel.dataset_id}_summary.json", mime="application/json")
+exports[1].download_button("Policies (CSV)", lambda: result.policies.to_csv(index=False),
+                           f"{sel.dataset_id}_policies.csv", mime="text/csv")
+exports[2].download_button("Gates (CSV)", lambda: result.gates.to_csv(index=False),
+                           f"{sel.dataset_id}_gates.csv", mime="text/csv")
 st.caption("The headline estimates with intervals, resamples and seed; every policy's measures; every gate's kept and rejected sides.")

@@ -386,6 +386,58 @@ def default_pool(pools: Sequence[str]) -> str:
     return DEFAULT_POOL if DEFAULT_POOL in pools or not pools else pools[0]
 
 
+def default_dataset(datasets: pd.DataFrame) -> str:
+    """The dataset a link that names none opens: the newest with selector judges (the overview's
+    subject), else the newest (`store.list_datasets` rows, newest first)."""
+    with_judges = datasets.loc[datasets["selectors"] > 0, "dataset_id"]
+    return str((with_judges if len(with_judges) else datasets["dataset_id"]).iloc[0])
+
+
+def default_resample_count(prompts: int) -> int:
+    """Bootstrap resamples of a dataset's intervals unless chosen: the most up to LARGE_DATASET prompts, the fewest above."""
+    return RESAMPLE_CHOICES[-1] if prompts <= LARGE_DATASET else RESAMPLE_CHOICES[0]
+
+
+@dataclass(frozen=True)
+class DefaultView:
+    """What a bare link to the app shows: the default database's default dataset, pool and resamples."""
+
+    db_path: str
+    dataset_id: str
+    pool: str | None  # None: the dataset has no alignment ratings, so no selection audit
+    resamples: int
+
+
+def default_view(argv: Sequence[str], environ: Mapping[str, str]) -> DefaultView | None:
+    """The view the sidebar opens for a link naming no database, dataset, pool or resamples, for an app
+    started with `argv` and `environ`; None when there is no database or dataset to open."""
+    allowance = allowed.allowance(argv, environ)
+    found = _databases(tuple(str(f) for f in allowance.files), str(allowance.data_dir))
+    name = allowed.default_name(found, allowance)
+    if name is None or not Path(found[name]).is_file():
+        return None
+    db_path = str(found[name])
+    datasets = _datasets(db_path, db_stamp(db_path))
+    if datasets.empty:
+        return None
+    dataset_id = default_dataset(datasets)
+    pools = _selection_pools(db_path, db_stamp(db_path), dataset_id)
+    prompts = int(datasets.set_index("dataset_id").loc[dataset_id, "prompts"])
+    return DefaultView(db_path, dataset_id, default_pool(pools) if pools else None, default_resample_count(prompts))
+
+
+def preload(view: DefaultView) -> None:
+    """Load what `view`'s sidebar and overview read into the caches every session shares: its selection
+    data and audit (or its rating audit), from the audit cache beside the database when that holds them,
+    else by loading and running them (and keeping them there)."""
+    stamp = db_stamp(view.db_path)
+    if view.pool is None:
+        _rating_audit(view.db_path, stamp, view.dataset_id, view.resamples)
+    else:
+        _audit_data(view.db_path, stamp, view.dataset_id, view.pool)
+        _audit(view.db_path, stamp, view.dataset_id, view.pool, view.resamples)
+
+
 def _code(text: str) -> str:
     """`text` as a Markdown code span: shown literally (backticks, which would end it, become quotes)."""
     return "`" + text.replace("`", "'") + "`"
@@ -413,9 +465,7 @@ def sidebar() -> Selection:
     names = {r.dataset_id: f"{r.name} ({r.prompts} prompts){' · SIMULATED' if is_simulated(r._asdict()) else ''}"
              for r in datasets.itertuples()}
     ids = list(names)
-    # open on the newest dataset with selector judges (the overview's subject), else the newest
-    with_judges = [r.dataset_id for r in datasets.itertuples() if r.selectors]
-    adopt("dataset", (with_judges or ids)[0], ids, sticky=True)
+    adopt("dataset", default_dataset(datasets), ids, sticky=True)
     dataset_id = side.selectbox("Dataset", ids, key="dataset", format_func=names.get)
     publish("dataset", dataset_id, None)
     row = datasets.set_index("dataset_id").loc[dataset_id]
@@ -447,7 +497,7 @@ def sidebar() -> Selection:
         publish("judge", judge, None)
     else:
         side.info("No selector judge has been recorded on this dataset yet.")
-    default_resamples = RESAMPLE_CHOICES[-1] if int(row["prompts"]) <= LARGE_DATASET else RESAMPLE_CHOICES[0]
+    default_resamples = default_resample_count(int(row["prompts"]))
     adopt("resamples", default_resamples, RESAMPLE_CHOICES, sticky=True)
     resamples = side.selectbox(
         "Bootstrap resamples", RESAMPLE_CHOICES, key="resamples", format_func="{:,}".format,

@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app_ui import context, draw
+from app_ui import context, draw, glance
 from app_ui.context import Selection
 from audit_core import gate_compose as gc
 from audit_core.audit_data import AuditData
@@ -150,10 +150,11 @@ def side_cards(rows: pd.DataFrame) -> None:
     both = rows.set_index("side")
     for card, side in zip(st.columns(2), ("kept", "rejected")):
         g = both.loc[side]
-        card.metric(f"{draw.SIDES[side].capitalize()}: {draw.count(g['n'])} prompts ({draw.percent(g['coverage'])})",
-                    f"gain {draw.interval(g['gain'], g['gain_lo'], g['gain_hi'], signed=True)}",
-                    help="Gain over random of the gate's pick (kept) or the judge's own pick (rejected) on these "
-                    "prompts, 95% interval; a dash when there are none.")
+        label = f"{draw.SIDES[side].capitalize()}: {draw.count(g['n'])} prompts ({draw.percent(g['coverage'])})"
+        glance.cards(card, [glance.Card(
+            label, f"gain {draw.interval(g['gain'], g['gain_lo'], g['gain_hi'], signed=True)}",
+            "Gain over random of the gate's pick (kept) or the judge's own pick (rejected) on these prompts, 95% "
+            "interval; a dash when there are none.")])
         card.caption(f"regret {draw.interval(g['regret'], g['regret_lo'], g['regret_hi'])} vs random "
                      f"{draw.number(g['random_regret'])} and ungated judge {draw.number(g['ungated_regret'])} · "
                      f"below mean {draw.percent(g['bmr'])} vs random {draw.percent(g['bmr_random'])}")

@@ -4,7 +4,9 @@ themselves are `findings.figures`'."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -50,6 +52,36 @@ def judge_table(judges: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
                  zip(judges["first_slot"], judges["first_slot_lo"], judges["first_slot_hi"])]
         shown.insert(list(columns).index("first_slot"), draw.COLUMNS["first_slot"].header + " [95%]", cells)
     return shown
+
+
+# Cards are one Markdown element, which the browser draws with the code it loads at start (an
+# st.metric's code arrives on first use and, on a page with charts, can queue behind plotly.js,
+# 4.7 MB to evaluate, so the headline would paint only after the charts); one element for all
+# the cards is one update to draw, not one per card and column. Sizes follow st.metric's.
+CARD_TESTID = "jaCard"
+_GRID = ('<div style="display:grid;grid-template-columns:repeat(auto-fit,minmax(max(16rem,30%),1fr));'
+         'gap:0.5rem 1rem;margin-bottom:0.5rem">{cards}</div>')
+_CARD = ('<div data-testid="{testid}" title="{help}"><div style="font-size:0.875rem;{underline}">{label}</div>'
+         '<div style="font-size:2.25rem;line-height:1.3;white-space:nowrap">{value}</div></div>')
+_HAS_HELP = "text-decoration:underline dotted;cursor:help"
+
+
+@dataclass(frozen=True)
+class Card:
+    """One headline number: `label` above `value`, `help` as its tooltip."""
+
+    label: str
+    value: str
+    help: str = ""
+
+
+def cards(where: Any, shown: Sequence[Card]) -> None:
+    """`shown` side by side in container `where` (up to three a row, each 16rem or wider, sharing the row),
+    each shown as written: HTML-escaped, no Markdown."""
+    body = "".join(_CARD.format(testid=CARD_TESTID, label=html.escape(c.label), value=html.escape(c.value),
+                                help=html.escape(c.help), underline=_HAS_HELP if c.help else "")
+                   for c in shown)
+    where.markdown(_GRID.format(cards=body), unsafe_allow_html=True)
 
 
 def frame(table: pd.DataFrame, where: Any = None, *, index: bool = False, **kwargs: Any) -> None:

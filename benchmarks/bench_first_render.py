@@ -1,10 +1,11 @@
 """Time the overview's first render in a real browser: navigation to headline cards with intervals.
 
     python -m benchmarks.bench_first_render [--demo data/demo.duckdb] [--synthetic 100000]
-                                            [--repeat 3] [--no-cold]
+                                            [--repeat 3] [--no-cold] [--script serve.py|app.py]
 
-For each database a `streamlit run app.py -- --db DB` server is started on 127.0.0.1
-and headless Chromium opens `?page=overview&dataset=...`; the figure is the time from
+For each database a `streamlit run serve.py -- --db DB` server (the app with its warm start,
+as scripts/app.sh serves it; `--script app.py` without) is started on 127.0.0.1 and headless
+Chromium opens `?page=overview&dataset=...`; the figure is the time from
 the navigation's start to the first frame painted with the focus judge's "Gain over random"
 card showing its interval (`[lo, hi]`): a script installed before the page loads watches the
 DOM and stamps `performance.now()` in the next animation frame. Also printed: the time until
@@ -15,6 +16,10 @@ Each "first" figure is on a fresh server process, so nothing is in the app's mem
 - cold: the cache folder removed first, so the first render runs the audit (and fills it);
 - cached: the cache present (median of --repeat fresh servers);
 - rerun: the same page opened again on the last server (everything in memory).
+
+A fresh server's figures come with its start: launch to the health check's answer, which with
+serve.py includes the warm start (and, cold, the audit it runs). Last, the floor: the same timing
+of a Streamlit page that holds nothing but the card, the least any page takes on this machine.
 
 The demo is built first when missing (`runners.demo`), the synthetic database
 (`benchmarks.synthetic`, default /tmp/judge_audit_synthetic_N.duckdb) too; neither is timed.
@@ -44,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 POLL = 0.02
 TIMEOUT = 1800.0  # a cold audit at 100,000 prompts takes minutes
-HEADLINE_SHOWN = """Array.from(document.querySelectorAll('[data-testid="stMetric"]')).some(m =>
+HEADLINE_SHOWN = """Array.from(document.querySelectorAll('[data-testid="jaCard"]')).some(m =>
   m.textContent.includes('Gain over random') && m.textContent.includes('['))"""
 # installed before any page script: stamps the first frame painted with the headline interval
 WATCH = f"""window.__headline = null;
@@ -67,14 +72,16 @@ def _free_port() -> int:
 
 
 @contextmanager
-def app_server(db: Path) -> Iterator[str]:
-    """A Streamlit server of app.py allowed to open `db` only; yields its URL once healthy."""
+def app_server(db: Path, script: str = "serve.py") -> Iterator[tuple[str, float]]:
+    """A Streamlit server of `script` (serve.py: the app with its warm start; app.py: without) allowed to
+    open `db` only; yields (its URL, seconds from launch to its health check's answer) once healthy."""
     port = _free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+    cmd = [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none", "--", "--db", str(db)]
     env = {k: v for k, v in os.environ.items() if k not in ("JUDGE_AUDIT_DB", "JUDGE_AUDIT_DATA_DIR")}
     log = tempfile.TemporaryFile()
+    launched = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -87,8 +94,8 @@ def app_server(db: Path) -> Iterator[str]:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     log.seek(0)
                     raise RuntimeError(f"streamlit did not start: {log.read().decode(errors='replace')[-2000:]}")
-                time.sleep(0.2)
-        yield url
+                time.sleep(0.05)
+        yield url, time.perf_counter() - launched
     finally:
         proc.terminate()
         try:
@@ -135,26 +142,62 @@ def time_overview(driver: object, url: str, dataset: str) -> tuple[float, float]
     return driver.execute_script("return window.__headline"), time.perf_counter() - started
 
 
-def bench(driver: object, db: Path, dataset: str, repeat: int, cold: bool) -> dict[str, tuple[float, float]]:
-    """{"cold", "cached", "rerun"}: (headline painted, all drawn) seconds of the overview on `db`
-    (module docstring); "cached" is the median over `repeat` fresh servers."""
-    figures: dict[str, tuple[float, float]] = {}
+Figure = tuple[float, float, float | None]  # (headline painted, all drawn, server start) seconds
+
+
+def bench(driver: object, db: Path, dataset: str, repeat: int, cold: bool,
+          script: str = "serve.py") -> dict[str, Figure]:
+    """{"cold", "cached", "rerun"}: the overview of `dataset` on `db` (module docstring); "cached" is the
+    median over `repeat` fresh servers; a rerun has no server start."""
+    figures: dict[str, Figure] = {}
     if cold:
         shutil.rmtree(cache_folder(db), ignore_errors=True)
-        with app_server(db) as url:
-            figures["cold"] = time_overview(driver, url, dataset)
+        with app_server(db, script) as (url, start):
+            figures["cold"] = (*time_overview(driver, url, dataset), start)
     cached = []
     for i in range(max(1, repeat)):
-        with app_server(db) as url:
-            cached.append(time_overview(driver, url, dataset))
+        with app_server(db, script) as (url, start):
+            cached.append((*time_overview(driver, url, dataset), start))
             if i == repeat - 1:
-                figures["rerun"] = time_overview(driver, url, dataset)
-    figures["cached"] = (statistics.median(c[0] for c in cached), statistics.median(c[1] for c in cached))
+                figures["rerun"] = (*time_overview(driver, url, dataset), None)
+    figures["cached"] = tuple(statistics.median(c[k] for c in cached) for k in range(3))
     return figures
 
 
-def _pair(figure: tuple[float, float]) -> str:
-    return f"headline {figure[0]:.2f} s, all {figure[1]:.2f} s"
+FLOOR_PAGE = """import streamlit as st
+st.markdown('<div data-testid="jaCard"><div>Gain over random</div><div>+0.10 [+0.05, +0.15]</div></div>',
+            unsafe_allow_html=True)
+"""
+
+
+def bench_floor(driver: object, repeat: int) -> dict[str, Figure]:
+    """The same figures for a page holding only the card (FLOOR_PAGE): Streamlit's own cost here."""
+    with tempfile.TemporaryDirectory(prefix="bench-floor-") as folder:
+        page = Path(folder) / "floor.py"
+        page.write_text(FLOOR_PAGE, encoding="utf-8")
+        firsts, again = [], None
+        for i in range(max(1, repeat)):
+            with app_server(page, str(page)) as (url, start):
+                firsts.append((*_time_headline(driver, url), start))
+                if i == repeat - 1:
+                    again = (*_time_headline(driver, url), None)
+    return {"cached": tuple(statistics.median(f[k] for f in firsts) for k in range(3)), "rerun": again}
+
+
+def _time_headline(driver: object, url: str) -> tuple[float, float]:
+    driver.get("about:blank")
+    started = time.perf_counter()
+    driver.get(url)
+    while driver.execute_script("return window.__headline") is None:
+        if time.perf_counter() - started > 60:
+            raise RuntimeError("the floor page never showed its card")
+        time.sleep(POLL)
+    return driver.execute_script("return window.__headline"), time.perf_counter() - started
+
+
+def _figure(figure: Figure) -> str:
+    start = "" if figure[2] is None else f"start {figure[2]:.2f} s, "
+    return f"{start}headline {figure[0]:.2f} s, all {figure[1]:.2f} s"
 
 
 def _ensure(db: Path, command: list[str]) -> None:
@@ -169,6 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--synthetic-db", type=Path, default=None)
     parser.add_argument("--repeat", type=int, default=3, help="fresh servers per cached figure (median)")
     parser.add_argument("--no-cold", action="store_true", help="skip the cold (no cache) figure")
+    parser.add_argument("--script", default="serve.py", choices=("serve.py", "app.py"),
+                        help="what the server runs: serve.py (warm start, as scripts/app.sh) or app.py (without)")
     args = parser.parse_args(argv)
 
     runs = [(args.demo.resolve(), "demo", ["runners.demo", "--db", str(args.demo)])]
@@ -180,9 +225,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     with chromium() as driver:
         for db, dataset, command in runs:
             _ensure(db, command)
-            figures = bench(driver, db, dataset, args.repeat, not args.no_cold)
-            parts = [f"{kind} ({_pair(figures[kind])})" for kind in ("cold", "cached", "rerun") if kind in figures]
-            print(f"{dataset} ({db.name}): {' · '.join(parts)}", flush=True)
+            figures = bench(driver, db, dataset, args.repeat, not args.no_cold, args.script)
+            parts = [f"{kind} ({_figure(figures[kind])})" for kind in ("cold", "cached", "rerun") if kind in figures]
+            print(f"{dataset} ({db.name}, {args.script}): {' · '.join(parts)}", flush=True)
+        floor = bench_floor(driver, args.repeat)
+        print(f"floor (a page with only the card): fresh server ({_figure(floor['cached'])}) · "
+              f"again ({_figure(floor['rerun'])})", flush=True)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

@@ -9,6 +9,8 @@ p000 contains HTML and quotes, to check that the app shows it literally.
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -18,6 +20,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_ui.glance import CARD_TESTID
 from audit_core import orders, store
 from audit_core.audit_data import AuditData, load_audit_data
 from audit_core.ingest.pools import write_pools
@@ -28,6 +31,18 @@ APP = str(Path(__file__).resolve().parents[1] / "app.py")
 UNEXPECTED = "unexpected error"  # the start of the app's one line for an error it did not foresee
 HTML_PROMPT = '<b>Bold</b> "quoted" <script>alert(1)</script> & a festival'
 FAILED = ("p001", 2)  # (prompt, order) where the first judge's output does not parse
+_CARD = re.compile(rf'<div data-testid="{CARD_TESTID}" title="[^"]*"><div[^>]*>(.*?)</div><div[^>]*>(.*?)</div></div>',
+                   re.S)
+
+
+def cards(at: AppTest) -> list[tuple[str, str]]:
+    """(label, value) of every headline card the page drew (`app_ui.glance.cards`), in order, as the reader sees them."""
+    return [(html.unescape(m[1]), html.unescape(m[2])) for e in at.markdown for m in _CARD.finditer(e.value)]
+
+
+def markdown_texts(at: AppTest) -> list[str]:
+    """Every Markdown body of the page except the cards', then each card's label and value."""
+    return [m.value for m in at.markdown if CARD_TESTID not in m.value] + [t for c in cards(at) for t in c]
 
 
 @pytest.fixture(autouse=True)

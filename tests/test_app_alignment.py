@@ -11,7 +11,7 @@ from audit_core import store
 from audit_core.analysis import audit
 from audit_core.audit_data import load_audit_data
 from audit_core.rating_audit import load_rating_data, rating_audit
-from tests.app_fixtures import UNEXPECTED, build_app_db, open_app
+from tests.app_fixtures import UNEXPECTED, build_app_db, cards, open_app
 from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
 from tests.test_rating_audit import DATASET, HTML_ITEM, HTML_OUTPUT, build_rating_db, write_runs_on_two_scales
 
@@ -47,7 +47,7 @@ def open_page(db: str, page: str, **params: str) -> AppTest:
 
 
 def metrics(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
+    return dict(cards(at))
 
 
 def test_every_pool_side_by_side_with_undefined_pearson(rating_db):

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from app_ui import draw
 from audit_core import gate_compose as gc
 from audit_core.analysis import audit
-from tests.app_fixtures import build_app_db, load_tiny, open_app
+from tests.app_fixtures import build_app_db, cards, load_tiny, open_app
 from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
 
 GATE = "alpha: orders>=2/3 and scorer(scorer) or judge(beta)"
@@ -55,11 +55,11 @@ def test_a_link_with_a_composed_gate_shows_its_audit_and_marks_it_in_every_chart
     assert at.text_input(key="compose").value == GATE
     composed = gc.evaluate(gc.parse_gate(GATE), data, resamples=1000, seed=0)
     kept, rejected = (composed.gates.set_index("side").loc[s] for s in ("kept", "rejected"))
-    cards = [(m.label, m.value) for m in at.metric]
-    assert len(cards) == 4  # the selected standard gate's two sides, then the composed gate's
-    assert cards[2] == (f"Kept (the gate acts): {kept['n']} prompts ({draw.percent(kept['coverage'])})",
+    sides = cards(at)
+    assert len(sides) == 4  # the selected standard gate's two sides, then the composed gate's
+    assert sides[2] == (f"Kept (the gate acts): {kept['n']} prompts ({draw.percent(kept['coverage'])})",
                         f"gain {draw.interval(kept['gain'], kept['gain_lo'], kept['gain_hi'], signed=True)}")
-    assert cards[3][0].startswith(f"Rejected (the gate abstains): {rejected['n']} prompts")
+    assert sides[3][0].startswith(f"Rejected (the gate abstains): {rejected['n']} prompts")
     difference = draw.interval(kept["gain_vs_rejected"], kept["gain_vs_rejected_lo"], kept["gain_vs_rejected_hi"],
                                signed=True)
     assert any(m.value.startswith(f"**Kept − rejected:** gain {difference}") for m in at.markdown)
@@ -98,19 +98,19 @@ def test_the_composer_builds_a_gate_into_the_url_and_the_link_restores_it(db):
     at.button(key="cg_add").click().run()
     built = "beta: orders>=2/3 or scorer(scorer) and entropy(alpha)<=0.25"
     assert at.query_params["compose"] == built and at.text_input(key="compose").value == built
-    assert len(at.metric) == 4
+    assert len(cards(at)) == 4
 
     again = open_gates(db, compose=at.query_params["compose"])
     assert again.text_input(key="compose").value == built
     assert again.selectbox(key="cg_judge").value == "beta"
-    assert [m.label for m in again.metric] == [m.label for m in at.metric]
+    assert [label for label, _ in cards(again)] == [label for label, _ in cards(at)]
 
     at.selectbox(key="cg_judge").set_value("alpha").run()  # the gate moves to the other judge, its own orders too
     assert at.query_params["compose"] == "alpha: orders>=2/3 or scorer(scorer) and entropy<=0.25"
     at.button(key="cg_drop").click().run()
     assert at.query_params["compose"] == "alpha: orders>=2/3 or scorer(scorer)"
     at.button(key="cg_clear").click().run()
-    assert "compose" not in at.query_params and len(at.metric) == 2
+    assert "compose" not in at.query_params and len(cards(at)) == 2
 
 
 @pytest.mark.parametrize("bad", ["alpha: orders>=9/3", "nobody: judge(alpha)", "alpha: <b>judge</b>(beta)"])
@@ -118,6 +118,6 @@ def test_a_link_with_a_bad_composed_gate_warns_naming_it(db, bad):
     at = open_gates(db, compose=bad)
     (warning,) = [w.value for w in at.warning if "does not exist" in w.value]
     assert "`compose`" in warning and f"`{bad}`" in warning
-    assert len(at.metric) == 2  # the standard gate's cards still draw
+    assert len(cards(at)) == 2  # the standard gate's cards still draw
     assert not [t for t in charts(at)["Risk–coverage"]["data"] if t.get("name") == "composed gate"]
     assert any(c.value.startswith("Why: ") for c in at.caption)

@@ -10,17 +10,67 @@ import json
 import re
 from pathlib import Path
 
+from html.parser import HTMLParser
+
 import duckdb
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 from streamlit.testing.v1 import AppTest
+
+from app_ui import glance
 
 from audit_core import store
 from audit_core.analysis import audit
 from audit_core.audit_data import load_audit_data
 from findings import colours
 from runners import demo, ingest
-from tests.app_fixtures import build_app_db, open_app
+from tests.app_fixtures import build_app_db, cards, markdown_texts, open_app
 from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
+
+class _Parts(HTMLParser):
+    """The tags, title attributes and texts of an HTML fragment, as a browser would read them."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.titles: list[str] = []
+        self.texts: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.titles += [v for k, v in attrs if k == "title"]
+
+    def handle_data(self, data):
+        self.texts.append(data)
+
+
+class _Container:
+    def __init__(self) -> None:
+        self.bodies: list[str] = []
+
+    def markdown(self, body: str, **_kwargs) -> None:
+        self.bodies.append(body)
+
+
+TEXT = hs.text(hs.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(hs.lists(hs.tuples(TEXT, TEXT, TEXT), min_size=1, max_size=4))
+def test_cards_show_any_label_value_and_help_as_written(shown):
+    """Whatever a card holds (`<script>`, `*x*`, `&amp;`, quotes), the browser reads it back as that text:
+    only the cards' own div elements, each card's label then value, its help as its tooltip."""
+    where = _Container()
+    glance.cards(where, [glance.Card(label, value, help) for label, value, help in shown])
+    (body,) = where.bodies
+    parts = _Parts()
+    parts.feed(body)
+    parts.close()
+    assert set(parts.tags) == {"div"} and len(parts.tags) == 1 + 3 * len(shown)
+    assert parts.texts == [t for label, value, _ in shown for t in (label, value)]
+    assert parts.titles == [help for _, _, help in shown]
+
 
 JUDGEACTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "judgeacts" / "main"
 RESAMPLES = "1000"
@@ -56,9 +106,9 @@ def chart_titled(at: AppTest, start: str) -> dict:
 def shown_text(at: AppTest) -> list[str]:
     """Every text the page renders: Markdown, captions, texts, cards, table headers and cells,
     and the charts' titles, trace names and category labels."""
-    shown = [e.value for e in [*at.title, *at.subheader, *at.markdown, *at.text, *at.caption, *at.info,
+    shown = [e.value for e in [*at.title, *at.subheader, *at.text, *at.caption, *at.info,
                                *at.warning]]
-    shown += [t for m in at.metric for t in (m.label, m.value)]
+    shown += markdown_texts(at)
     for frame in at.dataframe:
         table = frame.value.reset_index(drop=True)
         shown += [str(c) for c in table.columns] + [str(v) for c in table.columns for v in table[c]]
@@ -107,14 +157,14 @@ def test_gated_policies_carry_their_coverage_and_the_cards_their_intervals(three
     for gate in ("beta agree>=2/3", "beta agree>=3/3", "beta+scorer agree", "beta majority"):
         assert f"{gate} ({policies.loc[gate, 'coverage']:.0%} of prompts)" in labels
     judge = result.judges.set_index("judge").loc["beta"]
-    cards = {m.label: m.value for m in at.metric}
+    shown = dict(cards(at))
     pct = "{:.0%}".format
-    assert cards[f"First-slot picks (uniform {pct(judge['first_slot_uniform'])})"] == \
+    assert shown[f"First-slot picks (uniform {pct(judge['first_slot_uniform'])})"] == \
         f"{pct(judge['first_slot'])} [{pct(judge['first_slot_lo'])}, {pct(judge['first_slot_hi'])}]"
-    assert cards["Flip rate across orders"] == \
+    assert shown["Flip rate across orders"] == \
         f"{pct(judge['flip_rate'])} [{pct(judge['flip_rate_lo'])}, {pct(judge['flip_rate_hi'])}]"
     kept = policies.loc["beta agree>=3/3"]
-    assert cards[f"Unanimity gate keeps {pct(kept['coverage'])} of prompts: gain"] == \
+    assert shown[f"Unanimity gate keeps {pct(kept['coverage'])} of prompts: gain"] == \
         f"{kept['gain']:+.2f} [{kept['gain_lo']:+.2f}, {kept['gain_hi']:+.2f}]"
 
 

@@ -13,7 +13,7 @@ from audit_core import store
 from audit_core.analysis import audit
 from audit_core.outcomes import prompt_outcomes
 from audit_core.report import findings_markdown, source_note
-from tests.app_fixtures import APP, FAILED, HTML_PROMPT, UNEXPECTED, build_app_db, load_tiny, open_app, pick_rule
+from tests.app_fixtures import APP, FAILED, HTML_PROMPT, UNEXPECTED, build_app_db, cards, load_tiny, open_app, pick_rule
 from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
 
 
@@ -56,10 +56,10 @@ def test_overview_headline_cards_match_the_analysis(db, data):
     at = open_page(db, "overview")
     result = audit(data, resamples=10_000, seed=0)
     alpha = result.policies.set_index("policy").loc["alpha"]
-    cards = {m.label: m.value for m in at.metric}
-    assert cards["Gain over random"] == f"{alpha['gain']:+.2f} [{alpha['gain_lo']:+.2f}, {alpha['gain_hi']:+.2f}]"
-    assert cards["Below-mean rate"] == f"{alpha['bmr']:.0%} vs {alpha['bmr_random']:.0%}"
-    assert any(label.startswith("Unanimity gate keeps") for label in cards)
+    shown = dict(cards(at))
+    assert shown["Gain over random"] == f"{alpha['gain']:+.2f} [{alpha['gain_lo']:+.2f}, {alpha['gain_hi']:+.2f}]"
+    assert shown["Below-mean rate"] == f"{alpha['bmr']:.0%} vs {alpha['bmr_random']:.0%}"
+    assert any(label.startswith("Unanimity gate keeps") for label in shown)
     assert len(at.get("plotly_chart")) == 4
     assert len(at.get("download_button")) == 3  # summary JSON, policies and gates CSV
     assert any("SIMULATED" in w.value for w in at.warning)
@@ -70,8 +70,7 @@ def test_resample_count_comes_from_the_url_and_reaches_the_intervals(db, data):
     assert at.sidebar.selectbox(key="resamples").value == 1000
     assert any("1,000 bootstrap resamples" in c.value for c in at.caption)
     alpha = audit(data, resamples=1_000, seed=0).policies.set_index("policy").loc["alpha"]
-    cards = {m.label: m.value for m in at.metric}
-    assert cards["Regret"].endswith(f"[{alpha['regret_lo']:.2f}, {alpha['regret_hi']:.2f}]")
+    assert dict(cards(at))["Regret"].endswith(f"[{alpha['regret_lo']:.2f}, {alpha['regret_hi']:.2f}]")
 
 
 # ------------------------------------------------------------ explorer
@@ -229,7 +228,7 @@ def test_judges_and_gate_lab_render_and_restore_the_gate(db):
     at = open_page(db, "gates", gate="beta agree>=3/3")
     assert at.selectbox(key="gate").value == "beta agree>=3/3"
     assert at.query_params["gate"] == "beta agree>=3/3"
-    assert len(at.metric) == 2
+    assert len(cards(at)) == 2
 
 
 def test_root_link_with_page_parameter_opens_that_page(db):
@@ -337,12 +336,12 @@ SHOWN_BADLY = re.compile(r"(?<![\w.])(None|nan|NaN|<NA>)(?!\w)|(?<![\w.])-0(\.0+
 
 
 def _bad_cells(at: AppTest) -> list[str]:
-    """Every dataframe cell and header and every metric of the page that shows a missing value or a negative zero."""
+    """Every dataframe cell and header and every card of the page that shows a missing value or a negative zero."""
     shown = []
     for frame in at.dataframe:
         table = frame.value.reset_index()
         shown += [str(c) for c in table.columns] + [str(v) for col in table.columns for v in table[col]]
-    shown += [text for metric in at.metric for text in (metric.label, metric.value)]
+    shown += [text for card in cards(at) for text in card]
     return [text for text in shown if SHOWN_BADLY.search(text)]
 
 

@@ -1,5 +1,5 @@
-"""The app in a real browser: `streamlit run app.py` on a test database, pages opened
-in headless Chromium. Checks each page renders without an error box and shows its
+"""The app in a real browser: `streamlit run serve.py` (the app with its warm start, as
+scripts/app.sh serves it) on a test database, pages opened in headless Chromium. Checks each page renders without an error box and shows its
 expected text; screenshots go to tests/artifacts/ (git-ignored)."""
 
 from __future__ import annotations
@@ -46,15 +46,18 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def served(tmp_path_factory):
+    """(URL, log file) of a server of serve.py on the test database, once it answers its health check."""
     tmp = tmp_path_factory.mktemp("browser")
     db = build_app_db(tmp / "app.duckdb", tmp / "images")
     port = _free_port()
     env = {**os.environ, "JUDGE_AUDIT_DB": str(db)}
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+    cmd = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true",
            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    log = tmp / "server.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -65,10 +68,15 @@ def server(tmp_path_factory):
             time.sleep(0.3)
     else:
         proc.kill()
-        pytest.fail(f"streamlit did not start: {proc.stdout.read().decode(errors='replace')[-2000:]}")
-    yield url
+        pytest.fail(f"streamlit did not start: {log.read_text(errors='replace')[-2000:]}")
+    yield url, log
     proc.terminate()
     proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def server(served):
+    return served[0]
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +152,10 @@ def test_a_link_naming_a_gate_that_does_not_exist_warns_and_shows_the_default(se
     assert "gate=" not in browser.current_url  # the default gate leaves the link clean
     assert "alpha agree>=2/3" in text
     browser.save_screenshot(str(ARTIFACTS / "gate_that_does_not_exist.png"))
+
+
+def test_the_server_loads_the_default_view_before_it_answers(served):
+    """By the time the health check answers, the warm start has imported the pages' modules and
+    loaded the overview's audit (`app_ui.warm`); its one line is in the server's output."""
+    (line,) = [x for x in served[1].read_text(errors="replace").splitlines() if x.startswith("warm start:")]
+    assert "selection audit of dataset 'tiny' (10,000 resamples) ready" in line

@@ -1,0 +1,12 @@
+"""Serve Judge Audit with a warm start: `streamlit run serve.py [-- --db PATH ... --data-dir DIR]`.
+
+The same app as `streamlit run app.py` (same arguments, pages and URLs), started through
+Streamlit's `st.App`, whose lifespan imports the pages' modules and loads the view a bare link
+opens before the server listens (`app_ui.warm`): the first visit is then as fast as any later one.
+"""
+
+import streamlit as st
+
+from app_ui.warm import lifespan
+
+app = st.App("app.py", lifespan=lifespan)
