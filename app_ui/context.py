@@ -417,11 +417,12 @@ def default_view(argv: Sequence[str], environ: Mapping[str, str]) -> DefaultView
     if name is None or not Path(found[name]).is_file():
         return None
     db_path = str(found[name])
-    datasets = _datasets(db_path, db_stamp(db_path))
+    stamp = db_stamp(db_path)
+    datasets = _datasets(db_path, stamp)
     if datasets.empty:
         return None
     dataset_id = default_dataset(datasets)
-    pools = _selection_pools(db_path, db_stamp(db_path), dataset_id)
+    pools = _selection_pools(db_path, stamp, dataset_id)
     prompts = int(datasets.set_index("dataset_id").loc[dataset_id, "prompts"])
     return DefaultView(db_path, dataset_id, default_pool(pools) if pools else None, default_resample_count(prompts))
 

@@ -62,6 +62,7 @@ new MutationObserver((_, observer) => {{
 }}).observe(document, {{subtree: true, childList: true, characterData: true}});"""
 DRAWN = """return window.__headline !== null && document.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg').length > 0
   && !document.querySelector('[data-testid="stStatusWidget"]')"""
+PAINTED = "return window.__headline !== null"
 FAILED = """return Array.from(document.querySelectorAll('[data-testid="stException"], [data-testid="stAlertContentError"]'))
   .map(e => e.innerText).join(' | ')"""
 
@@ -130,15 +131,19 @@ def chromium() -> Iterator[object]:
 def time_overview(driver: object, url: str, dataset: str) -> tuple[float, float]:
     """(seconds from navigation start to the first frame painted with the gain card's interval,
     seconds from asking for the page to every chart drawn) for the overview of `dataset`."""
-    target = f"{url}/?{urllib.parse.urlencode({'page': 'overview', 'dataset': dataset})}"
+    return _time_page(driver, f"{url}/?{urllib.parse.urlencode({'page': 'overview', 'dataset': dataset})}", DRAWN)
+
+
+def _time_page(driver: object, target: str, ready: str) -> tuple[float, float]:
+    """(headline painted, `ready` true) seconds for the page at `target`, failing on an error box."""
     driver.get("about:blank")
     started = time.perf_counter()
     driver.get(target)
-    while not driver.execute_script(DRAWN):
+    while not driver.execute_script(ready):
         if time.perf_counter() - started > TIMEOUT:
-            raise RuntimeError(f"the overview of {dataset!r} never showed its headline interval")
+            raise RuntimeError(f"{target} never showed its headline interval")
         if error := driver.execute_script(FAILED):
-            raise RuntimeError(f"the overview of {dataset!r} shows an error: {error[:500]}")
+            raise RuntimeError(f"{target} shows an error: {error[:500]}")
         time.sleep(POLL)
     return driver.execute_script("return window.__headline"), time.perf_counter() - started
 
@@ -184,21 +189,10 @@ def bench_floor(driver: object, repeat: int) -> dict[str, Figure]:
         firsts, again = [], []
         for i in range(max(1, repeat)):
             with app_server(page, str(page)) as (url, start):
-                firsts.append((*_time_headline(driver, url), start))
+                firsts.append((*_time_page(driver, url, PAINTED), start))
                 if i == repeat - 1:
-                    again = [_time_headline(driver, url) for _ in range(max(1, repeat))]
+                    again = [_time_page(driver, url, PAINTED) for _ in range(max(1, repeat))]
     return {"cached": _median(firsts, 3), "rerun": (*_median(again, 2), None)}
-
-
-def _time_headline(driver: object, url: str) -> tuple[float, float]:
-    driver.get("about:blank")
-    started = time.perf_counter()
-    driver.get(url)
-    while driver.execute_script("return window.__headline") is None:
-        if time.perf_counter() - started > 60:
-            raise RuntimeError("the floor page never showed its card")
-        time.sleep(POLL)
-    return driver.execute_script("return window.__headline"), time.perf_counter() - started
 
 
 def _figure(figure: Figure) -> str:

@@ -37,6 +37,7 @@ import re
 from dataclasses import dataclass
 
 from audit_core.taxonomy import Attribute, Taxonomy
+from runners.parsing import unique_keys_object
 
 FIELD_KEYS: tuple[str, str] = ("label", "rationale")
 
@@ -66,14 +67,6 @@ class LabelParse:
 def missing_answers(taxonomy: Taxonomy) -> tuple[FieldAnswer, ...]:
     """Every attribute 'missing': the answers of a call that failed (parse or runtime)."""
     return tuple(FieldAnswer(a.name, "missing") for a in taxonomy.attributes)
-
-
-def _reject_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    keys = [k for k, _ in pairs]
-    repeated = sorted({k for k in keys if keys.count(k) > 1})
-    if repeated:
-        raise ValueError(f"key {repeated[0]!r} appears more than once")
-    return dict(pairs)
 
 
 def _as_text(value: object) -> str:
@@ -111,10 +104,10 @@ def parse_labels(raw: str | None, taxonomy: Taxonomy) -> LabelParse:
     if not body.startswith("{"):
         return _failed(taxonomy, "not a JSON object (text before it or none at all)", fence_note)
     try:
-        obj = json.loads(body, object_pairs_hook=_reject_duplicate_keys)
+        obj = json.loads(body, object_pairs_hook=unique_keys_object)
     except json.JSONDecodeError as err:
         return _failed(taxonomy, f"not one JSON object ({err.msg} at char {err.pos})", fence_note)
-    except ValueError as err:
+    except ValueError as err:  # a repeated key (DuplicateKey), an integer past Python's digit limit
         return _failed(taxonomy, f"JSON object: {err}", fence_note)
     names = taxonomy.names()
     missing = [n for n in names if n not in obj]

@@ -92,17 +92,24 @@ def _join(*parts: str | None) -> str | None:
     return "; ".join(kept) if kept else None
 
 
-def _reject_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+class DuplicateKey(ValueError):
+    """A JSON object names a key twice (json.loads alone would keep the last value)."""
+
+
+def unique_keys_object(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """`json.loads` object_pairs_hook: the object as a dict, or DuplicateKey naming its first repeated key (sorted)."""
     keys = [k for k, _ in pairs]
     repeated = sorted({k for k in keys if keys.count(k) > 1})
     if repeated:
-        raise _Reject(f"key {repeated[0]!r} appears more than once")
+        raise DuplicateKey(f"key {repeated[0]!r} appears more than once")
     return dict(pairs)
 
 
 def _json_object(body: str) -> dict[str, object]:
     try:
-        value = json.loads(body, object_pairs_hook=_reject_duplicate_keys)
+        value = json.loads(body, object_pairs_hook=unique_keys_object)
+    except DuplicateKey as err:
+        raise _Reject(str(err)) from None
     except json.JSONDecodeError as err:
         raise _Reject(f"not a JSON object ({err.msg} at char {err.pos})") from None
     if not isinstance(value, dict):

@@ -3,8 +3,9 @@
 `Scripted` answers a fixed text after failing a set number of calls per
 request key (selectors and raters alike). To test that a resumed run loses
 nothing after SIGKILL, `slowed_env` slows a backend class through a
-`sitecustomize` hook on the command's PYTHONPATH, and `killed_mid_run` starts
-the command, waits for its progress bar to pass a count and kills it.
+`sitecustomize` hook on the command's PYTHONPATH, `killed_mid_run` starts
+the command, waits for its progress bar to pass a count and kills it, and
+`assert_resumed` runs it again and checks that nothing was lost or repeated.
 """
 
 from __future__ import annotations
@@ -15,8 +16,13 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from audit_core import store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,3 +82,24 @@ def killed_mid_run(cmd: Sequence[str], env: dict[str, str], *, total: int, at_le
     proc.wait(timeout=10)
     assert proc.returncode == -signal.SIGKILL
     return progress
+
+
+def assert_resumed(cmd: Sequence[str], env: dict[str, str], db: Path, first: pd.DataFrame, total: int,
+                   load: Callable[[duckdb.DuckDBPyConnection], pd.DataFrame]) -> None:
+    """Run `cmd` again (with --quiet) after `killed_mid_run` left the calls `first` in `db`, and assert
+    the resumed run lost and repeated nothing: `total` calls (`load` reads them), one per condition and
+    candidate; those recorded before the kill kept as they were (raw output, run); the killed run
+    'interrupted' and the new one 'finished'; and the rest reported as recorded now."""
+    out = subprocess.run([*cmd, "--quiet"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    con = store.connect(db)
+    try:
+        final = load(con)
+        runs = con.execute("SELECT status FROM runs ORDER BY started_at").fetchall()
+    finally:
+        con.close()
+    assert len(final) == total and not final.duplicated(["condition", "candidate_id"]).any()
+    kept = final.set_index("request_key").loc[first["request_key"]]
+    assert list(kept["raw_output"]) == list(first["raw_output"]) and list(kept["run_id"]) == list(first["run_id"])
+    assert runs == [("interrupted",), ("finished",)]
+    assert f"{total - len(first)} recorded now" in out.stdout

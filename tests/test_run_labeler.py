@@ -3,7 +3,6 @@ kill and resume, and the hf and openai backends."""
 
 import json
 import re
-import subprocess
 import sys
 
 import pandas as pd
@@ -14,7 +13,7 @@ from audit_core.errors import InputError
 from audit_core.taxonomy import DEFAULT_TAXONOMY, load_taxonomy
 from db_snapshot import snapshot
 from fixtures_labels import WEAK, write_label_dataset
-from fixtures_recording import ROOT, Scripted, killed_mid_run, slowed_env
+from fixtures_recording import Scripted, assert_resumed, killed_mid_run, slowed_env
 from runners import label_protocol, run_labeler
 from runners.backends.simulated_labeler import simulated_labeler
 from runners.label_recorder import load_label_scope, plan_labels, record_labeler
@@ -242,17 +241,10 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path):
     con.close()
     assert 20 <= len(first) < 112, "killed mid-way"
     assert first_answers == 7 * len(first)  # a call and its answers land together
-    out = subprocess.run(cmd + ["--quiet"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    con = store.connect(db)
-    final = calls(con, "careful")
-    runs = con.execute("SELECT status FROM runs ORDER BY started_at").fetchall()
-    assert len(final) == 112 and not final.duplicated(["condition", "candidate_id"]).any()
+    assert_resumed(cmd, env, db, first, 112, lambda con: calls(con, "careful"))
+    con = store.connect(db, read_only=True)
     assert len(answers(con, "careful")) == 7 * 112
-    kept = final.set_index("request_key").loc[first["request_key"]]
-    assert list(kept["raw_output"]) == list(first["raw_output"]) and list(kept["run_id"]) == list(first["run_id"])
-    assert runs == [("interrupted",), ("finished",)]
-    assert f"{112 - len(first)} recorded now" in out.stdout
+    con.close()
 
 
 # ------------------------------------------------------------------ real backends

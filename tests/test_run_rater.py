@@ -2,7 +2,6 @@
 
 import json
 import re
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +14,7 @@ from audit_core import store
 from audit_core.errors import InputError
 from audit_core.ingest.pools import write_dataset
 from db_snapshot import snapshot
-from fixtures_recording import ROOT, Scripted, killed_mid_run, slowed_env
+from fixtures_recording import Scripted, assert_resumed, killed_mid_run, slowed_env
 from fixtures_pools import make_pool_set
 from runners import rating_protocol, run_rater
 from runners.backends.simulated_rater import simulated_rater
@@ -359,16 +358,7 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path, files):
     first = store.load_rating_calls(con, "tiny")
     con.close()
     assert 20 <= len(first) < 112, "killed mid-way"
-    out = subprocess.run(cmd + ["--quiet"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    con = store.connect(db)
-    final = store.load_rating_calls(con, "tiny")
-    runs = con.execute("SELECT status FROM runs ORDER BY started_at").fetchall()
-    assert len(final) == 112 and not final.duplicated(["condition", "candidate_id"]).any()
-    kept = final.set_index("request_key").loc[first["request_key"]]
-    assert list(kept["raw_output"]) == list(first["raw_output"]) and list(kept["run_id"]) == list(first["run_id"])
-    assert runs == [("interrupted",), ("finished",)]
-    assert f"{112 - len(first)} recorded now" in out.stdout
+    assert_resumed(cmd, env, db, first, 112, lambda con: store.load_rating_calls(con, "tiny"))
 
 
 # ------------------------------------------------------------------ real backends
