@@ -53,7 +53,8 @@ def warm_start(argv: Sequence[str], environ: Mapping[str, str]) -> str:
     from app_ui import context  # imported above; named here for the preload
 
     quiet = logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context")
-    level, quiet.level = quiet.level, logging.ERROR  # cached loads outside a page run warn that they are
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # cached loads outside a page run warn that they are
     try:
         view = context.default_view(argv, environ)
         if view is None:
