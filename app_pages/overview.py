@@ -17,7 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app_ui import context, draw, glance
+from app_ui import context, draw, glance, painted
 from findings.colours import policy_colour
 from findings.figures import policy_forest
 
@@ -86,7 +86,10 @@ if sel.judge:
 else:
     st.info("No selector judge has been recorded on this dataset; only random, oracle and scorers are shown.")
 
-# --- figures
+# --- figures, once the browser has painted the cards (`app_ui.painted`)
+if not painted.painted("overview"):
+    st.caption("Drawing the figures…")
+    st.stop()
 left, right = st.columns(2)
 with left:
     if not result.positions.empty:

@@ -4,7 +4,6 @@ themselves are `findings.figures`'."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +13,7 @@ import streamlit as st
 
 from app_ui import draw
 from app_ui.context import Selection
+from audit_core.report import escape_markdown
 from findings import colours
 from findings.figures import with_coverage
 
@@ -54,16 +54,11 @@ def judge_table(judges: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     return shown
 
 
-# Cards are one Markdown element, which the browser draws with the code it loads at start (an
-# st.metric's code arrives on first use and, on a page with charts, can queue behind plotly.js,
-# 4.7 MB to evaluate, so the headline would paint only after the charts); one element for all
-# the cards is one update to draw, not one per card and column. Sizes follow st.metric's.
-CARD_TESTID = "jaCard"
-_GRID = ('<div style="display:grid;grid-template-columns:repeat(auto-fit,minmax(max(16rem,30%),1fr));'
-         'gap:0.5rem 1rem;margin-bottom:0.5rem">{cards}</div>')
-_CARD = ('<div data-testid="{testid}" title="{help}"><div style="font-size:0.875rem;{underline}">{label}</div>'
-         '<div style="font-size:2.25rem;line-height:1.3;white-space:nowrap">{value}</div></div>')
-_HAS_HELP = "text-decoration:underline dotted;cursor:help"
+# Cards are Streamlit's own text elements, a caption (the label, its help as the tooltip) above a
+# heading (the value), in a row that wraps: the browser draws them with the code it loads at start,
+# in the same pass as the page's title. Cards as HTML in Markdown, as st.html or as st.metric (the
+# last two fetch their code on first use) were drawn 0.15-0.4 s after the title on this machine.
+CARD_WIDTH = 360  # pixels: three a row on a wide page, one a row in a narrow column
 
 
 @dataclass(frozen=True)
@@ -76,12 +71,14 @@ class Card:
 
 
 def cards(where: Any, shown: Sequence[Card]) -> None:
-    """`shown` side by side in container `where` (up to three a row, each 16rem or wider, sharing the row),
-    each shown as written: HTML-escaped, no Markdown."""
-    body = "".join(_CARD.format(testid=CARD_TESTID, label=html.escape(c.label), value=html.escape(c.value),
-                                help=html.escape(c.help), underline=_HAS_HELP if c.help else "")
-                   for c in shown)
-    where.markdown(_GRID.format(cards=body), unsafe_allow_html=True)
+    """`shown` side by side in container `where`, wrapping onto more rows where they do not fit,
+    each shown as written (Markdown escaped)."""
+    row = where.container(horizontal=True, gap="small")
+    for card in shown:
+        box = row.container(width=CARD_WIDTH, gap=None)
+        tooltip = escape_markdown(card.help, line_start=True) if card.help else None
+        box.caption(escape_markdown(card.label, line_start=True), help=tooltip)
+        box.subheader(escape_markdown(card.value, line_start=True), anchor=False)
 
 
 def frame(table: pd.DataFrame, where: Any = None, *, index: bool = False, **kwargs: Any) -> None:

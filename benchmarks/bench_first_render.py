@@ -14,9 +14,15 @@ Each "first" figure is on a fresh server process, so nothing is in the app's mem
 `<db stem>_cache/` holds:
 
 - cold: the cache folder removed first, so the first render runs the audit (and fills it);
-- cached: the cache present (median of --repeat fresh servers);
+- cached: the cache present (median of --repeat fresh servers), each on a new port, so the
+  browser holds none of Streamlit's static files either (a browser that never opened the app);
+- restarted: the same, each fresh server on one port the browser has opened before, so it holds
+  Streamlit's static files (served as immutable for a year): the app restarted and reopened;
 - rerun: the same page opened again on the last server, --repeat times (median; everything in
   memory, the browser holding Streamlit's static files).
+
+The overview draws its cards, waits for the browser to paint them (`app_ui.painted`) and then
+its charts: "headline" is the cards, "all" the charts as well.
 
 A fresh server's figures come with its start: launch to the health check's answer, which with
 serve.py includes the warm start (and, cold, the audit it runs). Last, the floor: the same timing
@@ -40,7 +46,8 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -50,8 +57,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 POLL = 0.02
 TIMEOUT = 1800.0  # a cold audit at 100,000 prompts takes minutes
-HEADLINE_SHOWN = """Array.from(document.querySelectorAll('[data-testid="jaCard"]')).some(m =>
-  m.textContent.includes('Gain over random') && m.textContent.includes('['))"""
+HEADLINE_SHOWN = """Array.from(document.querySelectorAll('[data-testid="stCaptionContainer"]')).some(c =>
+  c.textContent.includes('Gain over random')
+  && (c.closest('[data-testid="stVerticalBlock"]')?.querySelector('h3')?.textContent || '').includes('['))"""
 # installed before any page script: stamps the first frame painted with the headline interval
 WATCH = f"""window.__headline = null;
 new MutationObserver((_, observer) => {{
@@ -74,10 +82,11 @@ def _free_port() -> int:
 
 
 @contextmanager
-def app_server(db: Path, script: str = "serve.py") -> Iterator[tuple[str, float]]:
+def app_server(db: Path, script: str = "serve.py", port: int | None = None) -> Iterator[tuple[str, float]]:
     """A Streamlit server of `script` (serve.py: the app with its warm start; app.py: without) allowed to
-    open `db` only; yields (its URL, seconds from launch to its health check's answer) once healthy."""
-    port = _free_port()
+    open `db` only, on `port` (default a free one); yields (its URL, seconds from launch to its health
+    check's answer) once healthy."""
+    port = port or _free_port()
     cmd = [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none", "--", "--db", str(db)]
@@ -148,26 +157,34 @@ def _time_page(driver: object, target: str, ready: str) -> tuple[float, float]:
     return driver.execute_script("return window.__headline"), time.perf_counter() - started
 
 
+KINDS = ("cold", "cached", "restarted", "rerun")
 Figure = tuple[float, float, float | None]  # (headline painted, all drawn, server start) seconds
 
 
-def bench(driver: object, db: Path, dataset: str, repeat: int, cold: bool,
+def bench(driver: object, db: Path, visit: Callable[[str], tuple[float, float]], repeat: int, cold: bool,
           script: str = "serve.py") -> dict[str, Figure]:
-    """{"cold", "cached", "rerun"}: the overview of `dataset` on `db` (module docstring); "cached" is the
-    median over `repeat` fresh servers; a rerun has no server start."""
+    """{"cold", "cached", "restarted", "rerun"}: `visit(url)` of servers of `script` on `db` (module
+    docstring); "cached" and "restarted" are medians over `repeat` fresh servers; a rerun has no server start."""
     figures: dict[str, Figure] = {}
     if cold:
         shutil.rmtree(cache_folder(db), ignore_errors=True)
         with app_server(db, script) as (url, start):
-            figures["cold"] = (*time_overview(driver, url, dataset), start)
+            figures["cold"] = (*visit(url), start)
     cached = []
     for i in range(max(1, repeat)):
         with app_server(db, script) as (url, start):
-            cached.append((*time_overview(driver, url, dataset), start))
+            cached.append((*visit(url), start))
             if i == repeat - 1:
-                again = [time_overview(driver, url, dataset) for _ in range(max(1, repeat))]
-                figures["rerun"] = (*_median(again, 2), None)
+                figures["rerun"] = (*_median([visit(url) for _ in range(max(1, repeat))], 2), None)
     figures["cached"] = _median(cached, 3)
+    port = _free_port()
+    with app_server(db, script, port) as (url, _start):
+        visit(url)  # the browser now holds this origin's static files
+    restarted = []
+    for _ in range(max(1, repeat)):
+        with app_server(db, script, port) as (url, start):
+            restarted.append((*visit(url), start))
+    figures["restarted"] = _median(restarted, 3)
     return figures
 
 
@@ -176,8 +193,9 @@ def _median(runs: Sequence[Sequence[float]], width: int) -> tuple[float, ...]:
 
 
 FLOOR_PAGE = """import streamlit as st
-st.markdown('<div data-testid="jaCard"><div>Gain over random</div><div>+0.10 [+0.05, +0.15]</div></div>',
-            unsafe_allow_html=True)
+with st.container(width=360, gap=None):  # one card as app_ui.glance.cards draws it
+    st.caption("Gain over random")
+    st.subheader("+0.10 [+0.05, +0.15]", anchor=False)
 """
 
 
@@ -186,13 +204,11 @@ def bench_floor(driver: object, repeat: int) -> dict[str, Figure]:
     with tempfile.TemporaryDirectory(prefix="bench-floor-") as folder:
         page = Path(folder) / "floor.py"
         page.write_text(FLOOR_PAGE, encoding="utf-8")
-        firsts, again = [], []
-        for i in range(max(1, repeat)):
-            with app_server(page, str(page)) as (url, start):
-                firsts.append((*_time_page(driver, url, PAINTED), start))
-                if i == repeat - 1:
-                    again = [_time_page(driver, url, PAINTED) for _ in range(max(1, repeat))]
-    return {"cached": _median(firsts, 3), "rerun": (*_median(again, 2), None)}
+        return bench(driver, page, lambda url: _time_page(driver, url, PAINTED), repeat, False, str(page))
+
+
+def _figures(figures: dict[str, Figure]) -> str:
+    return " · ".join(f"{kind} ({_figure(figures[kind])})" for kind in KINDS if kind in figures)
 
 
 def _figure(figure: Figure) -> str:
@@ -225,12 +241,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     with chromium() as driver:
         for db, dataset, command in runs:
             _ensure(db, command)
-            figures = bench(driver, db, dataset, args.repeat, not args.no_cold, args.script)
-            parts = [f"{kind} ({_figure(figures[kind])})" for kind in ("cold", "cached", "rerun") if kind in figures]
-            print(f"{dataset} ({db.name}, {args.script}): {' · '.join(parts)}", flush=True)
-        floor = bench_floor(driver, args.repeat)
-        print(f"floor (a page with only the card): fresh server ({_figure(floor['cached'])}) · "
-              f"again ({_figure(floor['rerun'])})", flush=True)
+            figures = bench(driver, db, partial(time_overview, driver, dataset=dataset), args.repeat,
+                            not args.no_cold, args.script)
+            print(f"{dataset} ({db.name}, {args.script}): {_figures(figures)}", flush=True)
+        print(f"floor (a page with only the card): {_figures(bench_floor(driver, args.repeat))}", flush=True)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

@@ -9,7 +9,6 @@ p000 contains HTML and quotes, to check that the app shows it literally.
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,7 +19,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_ui.glance import CARD_TESTID
+from app_ui import painted
 from audit_core import orders, store
 from audit_core.audit_data import AuditData, load_audit_data
 from audit_core.ingest.pools import write_pools
@@ -28,21 +27,34 @@ from audit_core.records import CallRecord, RunRecord, ScoreRecord
 from tests.fixtures_pools import make_pool_set
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
+APP_PAGES = [p.stem for p in (Path(APP).parent / "app_pages").glob("*.py")]
 UNEXPECTED = "unexpected error"  # the start of the app's one line for an error it did not foresee
 HTML_PROMPT = '<b>Bold</b> "quoted" <script>alert(1)</script> & a festival'
 FAILED = ("p001", 2)  # (prompt, order) where the first judge's output does not parse
-_CARD = re.compile(rf'<div data-testid="{CARD_TESTID}" title="[^"]*"><div[^>]*>(.*?)</div><div[^>]*>(.*?)</div></div>',
-                   re.S)
+
+
+def _literal(markdown: str) -> str:
+    """Escaped Markdown as the reader sees it: each backslash escape gives its character."""
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
+def _card_boxes(node: object) -> list[object]:
+    """The blocks under `node` holding exactly a caption then a subheader: the cards of `app_ui.glance.cards`."""
+    children = list(getattr(node, "children", {}).values())
+    if [getattr(c, "type", None) for c in children] == ["caption", "subheader"]:
+        return [node]
+    return [box for child in children for box in _card_boxes(child)]
 
 
 def cards(at: AppTest) -> list[tuple[str, str]]:
     """(label, value) of every headline card the page drew (`app_ui.glance.cards`), in order, as the reader sees them."""
-    return [(html.unescape(m[1]), html.unescape(m[2])) for e in at.markdown for m in _CARD.finditer(e.value)]
+    return [(_literal(caption.value), _literal(value.value)) for caption, value in
+            (list(box.children.values()) for box in _card_boxes(at.main))]
 
 
 def markdown_texts(at: AppTest) -> list[str]:
-    """Every Markdown body of the page except the cards', then each card's label and value."""
-    return [m.value for m in at.markdown if CARD_TESTID not in m.value] + [t for c in cards(at) for t in c]
+    """Every Markdown body of the page, then each card's label and value."""
+    return [m.value for m in at.markdown] + [t for c in cards(at) for t in c]
 
 
 @pytest.fixture(autouse=True)
@@ -53,10 +65,14 @@ def data_folder(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("JUDGE_AUDIT_DB", raising=False)
 
 
-def open_app(params: Mapping[str, str | list[str]], *, timeout: float = 120) -> AppTest:
-    """Run the app as a link with these query parameters would open it; fail on any exception."""
+def open_app(params: Mapping[str, str | list[str]], *, timeout: float = 120, painted_first: bool = True) -> AppTest:
+    """Run the app as a link with these query parameters would open it; fail on any exception. With
+    `painted_first` each page is drawn whole, as a browser has it once it has painted the first pass
+    (`app_ui.painted`; AppTest runs no browser script to say so)."""
     at = AppTest.from_file(APP, default_timeout=timeout)
     at.query_params.update(params)
+    if painted_first:
+        at.session_state[painted.STATE] = set(APP_PAGES)
     at.run()
     assert not at.exception, [e.message for e in at.exception]
     return at

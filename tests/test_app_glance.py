@@ -10,8 +10,6 @@ import json
 import re
 from pathlib import Path
 
-from html.parser import HTMLParser
-
 import duckdb
 import pytest
 from hypothesis import given, settings
@@ -26,31 +24,32 @@ from audit_core.audit_data import load_audit_data
 from findings import colours
 from runners import demo, ingest
 from tests.app_fixtures import build_app_db, cards, markdown_texts, open_app
+from tests.test_report import render
 from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
 
-class _Parts(HTMLParser):
-    """The tags, title attributes and texts of an HTML fragment, as a browser would read them."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[str] = []
-        self.titles: list[str] = []
-        self.texts: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append(tag)
-        self.titles += [v for k, v in attrs if k == "title"]
-
-    def handle_data(self, data):
-        self.texts.append(data)
-
-
 class _Container:
-    def __init__(self) -> None:
-        self.bodies: list[str] = []
+    """Records what `glance.cards` draws: each container it opens, and each caption and subheader
+    with its help, as ("caption" | "subheader", body, help) in drawing order."""
 
-    def markdown(self, body: str, **_kwargs) -> None:
-        self.bodies.append(body)
+    def __init__(self, log: list | None = None) -> None:
+        self.log = [] if log is None else log
+
+    def container(self, **_kwargs) -> "_Container":
+        self.log.append(("container", "", None))
+        return _Container(self.log)
+
+    def caption(self, body: str, help: str | None = None) -> None:
+        self.log.append(("caption", body, help))
+
+    def subheader(self, body: str, anchor: object = None) -> None:
+        self.log.append(("subheader", body, None))
+
+
+def _as_read(markdown: str, heading: bool = False) -> str:
+    """What a reader sees of a Streamlit Markdown body (a subheader's body as a level-3 heading)."""
+    shown = render(f"### {markdown}" if heading else markdown)
+    assert set(shown.tags) <= ({"h3"} if heading else {"p"}), (markdown, shown.tags)
+    return "".join(shown.text).strip()
 
 
 TEXT = hs.text(hs.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=40)
@@ -59,17 +58,19 @@ TEXT = hs.text(hs.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max
 @settings(max_examples=200, deadline=None)
 @given(hs.lists(hs.tuples(TEXT, TEXT, TEXT), min_size=1, max_size=4))
 def test_cards_show_any_label_value_and_help_as_written(shown):
-    """Whatever a card holds (`<script>`, `*x*`, `&amp;`, quotes), the browser reads it back as that text:
-    only the cards' own div elements, each card's label then value, its help as its tooltip."""
+    """Whatever a card holds (`<script>`, `*x*`, `# x`, `1. x`, `&amp;`), the reader sees it as
+    that text: one box per card in one row, its label as a caption with the help as tooltip, its
+    value as a subheader, no other markup."""
     where = _Container()
     glance.cards(where, [glance.Card(label, value, help) for label, value, help in shown])
-    (body,) = where.bodies
-    parts = _Parts()
-    parts.feed(body)
-    parts.close()
-    assert set(parts.tags) == {"div"} and len(parts.tags) == 1 + 3 * len(shown)
-    assert parts.texts == [t for label, value, _ in shown for t in (label, value)]
-    assert parts.titles == [help for _, _, help in shown]
+    kinds = [kind for kind, _, _ in where.log]
+    assert kinds == ["container"] + ["container", "caption", "subheader"] * len(shown)
+    captions = [(body, help) for kind, body, help in where.log if kind == "caption"]
+    values = [body for kind, body, _ in where.log if kind == "subheader"]
+    for (label, value, help), (caption, tooltip), heading in zip(shown, captions, values):
+        assert _as_read(caption) == label.strip()
+        assert _as_read(tooltip) == help.strip()
+        assert _as_read(heading, heading=True) == value.strip()
 
 
 JUDGEACTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "judgeacts" / "main"

@@ -9,6 +9,7 @@ import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_ui import painted
 from audit_core import store
 from audit_core.analysis import audit
 from audit_core.outcomes import prompt_outcomes
@@ -50,6 +51,21 @@ def link_query(link) -> dict[str, list[str]]:
 
 
 # ------------------------------------------------------------ overview
+
+
+def test_the_overview_draws_its_headline_first_and_its_figures_once_the_browser_has_painted_it(db):
+    """A session's first overview run holds back the figures and mounts the painted marker
+    (`app_ui.painted`); the run its trigger starts draws them under the same cards."""
+    first = open_app({"db": db, "page": "overview"}, painted_first=False)
+    assert cards(first) and "Drawing the figures…" in texts(first)
+    assert not first.get("plotly_chart") and not first.get("download_button")
+    assert len(first.get("bidi_component")) == 1
+    first.session_state[painted.STATE].add("overview")  # what the marker's trigger does
+    first.run()
+    whole = open_page(db, "overview")
+    assert cards(first) == cards(whole) and "Drawing the figures…" not in texts(first)
+    assert len(first.get("plotly_chart")) == len(whole.get("plotly_chart")) >= 3
+    assert not first.get("bidi_component") and len(first.get("download_button")) == 3
 
 
 def test_overview_headline_cards_match_the_analysis(db, data):

@@ -127,6 +127,21 @@ def test_page_renders_in_chromium(server, browser, name, path, texts):
     assert not browser.find_elements(By.XPATH, "//b[text()='Bold']")
 
 
+def test_the_overview_paints_its_cards_then_draws_its_figures_by_itself(server, browser):
+    """A fresh session's overview shows its cards first; once Chromium has painted them, the page's
+    marker (`app_ui.painted`) reruns it and the figures follow without any click, with the view the
+    link named (its slice) kept through the first pass."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(server + "/?page=overview&slice=category")
+    _wait_rendered(browser, ["Gain over random", "Export the findings"])
+    assert "Drawing the figures" not in browser.find_element(By.TAG_NAME, "body").text
+    titles = browser.execute_script("""return Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'))
+      .filter(c => c.querySelector('.main-svg')).map(c => c.querySelector('.gtitle')?.textContent)""")
+    assert len(titles) >= 3 and "Regret by category" in titles, titles
+    assert "slice=category" in browser.current_url
+
+
 def test_clicking_a_pool_opens_its_detail_with_the_filter_in_the_url(server, browser):
     from selenium.webdriver.common.by import By
 

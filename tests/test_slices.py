@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -17,7 +16,7 @@ from audit_core.errors import InputError
 from audit_core.policies import policy_picks
 from audit_core.position import range_tertiles
 from runners import analyze
-from tests.app_fixtures import build_app_db
+from tests.app_fixtures import build_app_db, open_app
 from tests.fixtures_audit import make_data, random_data
 
 RESAMPLES = 200
@@ -182,18 +181,12 @@ def test_analyze_by_adds_a_slice_and_rejects_an_unknown_column(tmp_path, capsys)
 
 
 def test_the_overview_and_judge_pages_follow_the_slice_picker_in_the_url(tmp_path, monkeypatch) -> None:
-    from streamlit.testing.v1 import AppTest
-
     monkeypatch.setenv("JUDGE_AUDIT_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("JUDGE_AUDIT_DB", raising=False)
     db = build_app_db(tmp_path / "app.duckdb", tmp_path / "img", images=False)
-    app = str(Path(__file__).resolve().parents[1] / "app.py")
     pages = {}
     for page in ("overview", "judges"):
-        at = AppTest.from_file(app, default_timeout=120)
-        at.query_params.update({"db": str(db), "page": page, "slice": "category"})
-        at.run()
-        assert not at.exception, [e.message for e in at.exception]
+        at = open_app({"db": str(db), "page": page, "slice": "category"})
         assert at.selectbox(key="slice").value == "category" and at.query_params["slice"] == "category"
         pages[page] = at
     chart = pages["overview"].get("plotly_chart")
