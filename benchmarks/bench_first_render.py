@@ -47,8 +47,8 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from functools import partial
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 from audit_core.audit_cache import cache_folder
@@ -204,7 +204,7 @@ def bench_floor(driver: object, repeat: int) -> dict[str, Figure]:
     with tempfile.TemporaryDirectory(prefix="bench-floor-") as folder:
         page = Path(folder) / "floor.py"
         page.write_text(FLOOR_PAGE, encoding="utf-8")
-        return bench(driver, page, lambda url: _time_page(driver, url, PAINTED), repeat, False, str(page))
+        return bench(driver, page, partial(_time_page, driver, ready=PAINTED), repeat, False, str(page))
 
 
 def _figures(figures: dict[str, Figure]) -> str:
