@@ -57,8 +57,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 POLL = 0.02
 TIMEOUT = 1800.0  # a cold audit at 100,000 prompts takes minutes
+# the card whose caption is the label "Gain over random", its heading (the value) holding an interval
 HEADLINE_SHOWN = """Array.from(document.querySelectorAll('[data-testid="stCaptionContainer"]')).some(c =>
-  c.textContent.includes('Gain over random')
+  c.textContent.trim() === 'Gain over random'
   && (c.closest('[data-testid="stVerticalBlock"]')?.querySelector('h3')?.textContent || '').includes('['))"""
 # installed before any page script: stamps the first frame painted with the headline interval
 WATCH = f"""window.__headline = null;
