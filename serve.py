@@ -2,7 +2,7 @@
 
 The same app as `streamlit run app.py` (same arguments, pages and URLs), started through
 Streamlit's `st.App`, whose lifespan imports the pages' modules and loads the view a bare link
-opens before the server listens (`app_ui.warm`): the first visit is then as fast as any later one.
+opens before the server listens (`app_ui.warm`): the first visit then neither imports nor loads.
 """
 
 import streamlit as st

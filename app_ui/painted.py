@@ -32,4 +32,3 @@ def painted(page: str) -> bool:
         return True
     _MARKER(key=f"{STATE}.{page}", height=0, on_painted_change=lambda: done.add(page))
     return False
-

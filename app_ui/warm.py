@@ -3,8 +3,8 @@
 A fresh Streamlit process imports a page's modules and loads its data on the first visit, which
 then takes seconds more than every later one. `warm_start` does both while the server starts:
 it imports every module app.py and the pages import, then loads the view a bare link opens
-(`context.default_view`) into the caches all sessions share, so the first overview is drawn like
-any later one.
+(`context.default_view`) into the caches all sessions share, so the first overview reads them
+as any later one does.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def warm_start(argv: Sequence[str], environ: Mapping[str, str]) -> str:
 
     quiet = logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context")
     level = quiet.level
-    quiet.setLevel(logging.ERROR)  # cached loads outside a page run warn that they are
+    quiet.setLevel(logging.ERROR)  # each cached load and element outside a page run warns of no page context
     try:
         # Streamlit's first element in a process inspects the whole call stack (its check for a REPL,
         # about 0.1 s here): an element drawn outside any page, which goes nowhere, pays that now.

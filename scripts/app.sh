@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up on first run, build the SIMULATED demo database if absent, audit it once into the
 # cache beside it (data/demo_cache/: instant when nothing changed), open the app with its warm start
-# (serve.py: the first visit is as fast as the next).
+# (serve.py: the first visit neither imports the pages' modules nor loads the audit).
 # Extra arguments go to `streamlit run` (e.g. --server.port 8502 --server.headless true).
 set -euo pipefail
 cd "$(dirname "$0")/.."

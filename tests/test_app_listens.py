@@ -4,21 +4,11 @@
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.fixtures_servers import free_port, streamlit_server
+
 LOOPBACK = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1 and ::1 as /proc/net/tcp* spell them
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _listening_addresses(port: int) -> set[str]:
@@ -34,23 +24,9 @@ def _listening_addresses(port: int) -> set[str]:
 
 
 def test_the_app_listens_on_loopback_only_unless_told_otherwise(tmp_path):
-    port = _free_port()
-    env = {**os.environ, "JUDGE_AUDIT_DATA_DIR": str(tmp_path)}
-    env.pop("JUDGE_AUDIT_DB", None)
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-           "--server.headless", "true"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                assert urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1).read() == b"ok"
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "the app did not start"
-                time.sleep(0.2)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "JUDGE_AUDIT_DB"}
+    env["JUDGE_AUDIT_DATA_DIR"] = str(tmp_path)
+    with streamlit_server("app.py", port, [], env, tmp_path / "server.log"):
         listening = _listening_addresses(port)
-        assert listening and listening <= LOOPBACK, listening
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    assert listening and listening <= LOOPBACK, listening

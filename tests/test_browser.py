@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.app_fixtures import HTML_PROMPT, build_app_db
+from tests.fixtures_servers import free_port, streamlit_server
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -39,39 +36,16 @@ PAGES = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """(URL, log file) of a server of serve.py on the test database, once it answers its health check."""
     tmp = tmp_path_factory.mktemp("browser")
     db = build_app_db(tmp / "app.duckdb", tmp / "images")
-    port = _free_port()
-    env = {**os.environ, "JUDGE_AUDIT_DB": str(db)}
-    cmd = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port),
-           "--server.address", "127.0.0.1", "--server.headless", "true",
-           "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    options = ["--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+               "--server.fileWatcherType", "none"]
     log = tmp / "server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail(f"streamlit did not start: {log.read_text(errors='replace')[-2000:]}")
-    yield url, log
-    proc.terminate()
-    proc.wait(timeout=20)
+    with streamlit_server("serve.py", free_port(), options, {**os.environ, "JUDGE_AUDIT_DB": str(db)}, log) as url:
+        yield url, log
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ import pytest
 
 from audit_core import store
 from fixtures_pools import write_tiny_dataset
+from fixtures_servers import free_port
 from runners import recorder
 from runners.backends.openai_compat import OpenAISelector
 
@@ -44,12 +44,6 @@ pytestmark = pytest.mark.skipif(
 ROOT = Path(__file__).resolve().parents[1]
 SERVER_START_SECONDS = 120.0  # imports and model load; about 15-30 s on this 2-core machine
 MAX_NEW_TOKENS = 6
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def offline_env(home: Path) -> dict[str, str]:
