@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import os
+import subprocess
 import sys
 
 import pandas as pd
@@ -13,6 +15,17 @@ from app_ui import context, warm
 from audit_core import audit_cache, store
 from tests.app_fixtures import UNEXPECTED, build_app_db, cards, open_app
 from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
+
+# the server's lifespan, run as serve.py runs it: the collector's view of the process inside it
+LIFESPAN = """import asyncio, gc
+from app_ui import warm
+
+async def main():
+    async with warm.lifespan(None):
+        print(gc.get_freeze_count(), len(gc.get_objects()))
+
+asyncio.run(main())
+"""
 
 
 def test_imported_modules_lists_each_top_level_import_once_in_order(tmp_path):
@@ -100,3 +113,27 @@ def test_a_dataset_without_alignment_ratings_warms_its_rating_audit(tmp_path, mo
 def test_a_warm_start_with_nothing_to_open_says_so(tmp_path):
     line = warm.warm_start([], {"JUDGE_AUDIT_DATA_DIR": str(tmp_path)})
     assert line.endswith("no database or dataset to preload")
+
+
+def test_the_lifespan_leaves_the_collector_only_what_the_page_runs_create(db):
+    # Streamlit collects every generation after each page run: what the warm start loaded is out of its sight
+    run = subprocess.run([sys.executable, "-c", LIFESPAN], cwd=warm.ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "selection audit of dataset 'tiny' (10,000 resamples) ready" in run.stderr
+    frozen, tracked = map(int, run.stdout.split())
+    assert tracked < frozen / 100
+
+
+def test_no_page_draws_by_magic():
+    # .streamlit/config.toml turns magic off: a bare value on its own line would silently draw nothing
+    drawn_by_magic = []
+    for script in warm.SCRIPTS:
+        tree = ast.parse(script.read_text(encoding="utf-8"))
+        for block in ast.walk(tree):
+            body = getattr(block, "body", None)
+            for i, node in enumerate(body if isinstance(body, list) else []):
+                value = node.value if isinstance(node, ast.Expr) else None
+                docstring = i == 0 and isinstance(value, ast.Constant) and isinstance(value.value, str)
+                if value is not None and not docstring and not isinstance(value, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom)):
+                    drawn_by_magic.append(f"{script.name}:{node.lineno}")
+    assert drawn_by_magic == []
