@@ -58,6 +58,8 @@ Index draws become multinomial count weights (how often each value was drawn), a
 resamples at a time, and statistics are products of weight blocks with value matrices: no
 Python loop over single resamples or prompts. A weight block stays around DRAW_BLOCK counts
 (at least MIN_ROWS resamples), small enough to stay in cache between its counting and its product.
+The study's draws come from `study_draws.StudyDraws(seed)`, which draws as a fresh
+`default_rng(seed)` would from one stream of the seed's outputs made once and shared.
 Each generator's work (one length n, one pattern of group sizes) is independent of the
 others', so a few threads run them at once (results do not depend on the threads), with
 BLAS kept to one thread each: its many small products lose more to waking and spinning
@@ -66,6 +68,7 @@ threads than they gain, which on two cores tripled the audit's time.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections import defaultdict
@@ -75,7 +78,12 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import fft, sparse
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
+
+from audit_core.study_draws import StudyDraws
+
+Draws = np.random.Generator | StudyDraws  # what makes index draws: numpy's generator, or the study's stream
+_THREADPOOLS = ThreadpoolController()  # found once: each threadpool_limits() call searches the loaded libraries
 
 DRAW_BLOCK = 131_072  # elements of one index matrix turned into counts (cache-sized)
 MIN_ROWS = 64  # resamples per weight block at least, so that products stay matrix products
@@ -118,13 +126,19 @@ class ResampledSums:
     totals: np.ndarray
 
 
+def one_blas_thread() -> contextlib.AbstractContextManager:
+    """A context in which BLAS runs on one thread (module docstring: the many small products here
+    lose more to waking its threads than they gain); on leaving, BLAS runs as it did before."""
+    return _THREADPOOLS.limit(limits=1, user_api="blas")
+
+
 def working_dtype(n: int) -> type:
     """float64 for small samples; float32 above FLOAT32_ABOVE prompts (halves time and memory;
     relative rounding ~1e-7, far below bootstrap noise)."""
     return np.float32 if n > FLOAT32_ABOVE else np.float64
 
 
-def count_weights(rng: np.random.Generator, resamples: int, n: int, dtype: type = np.float64) -> np.ndarray:
+def count_weights(rng: Draws, resamples: int, n: int, dtype: type = np.float64) -> np.ndarray:
     """(resamples, n) multinomial counts: row r says how often each of n values was drawn in
     row r of `rng.integers(0, n, size=(resamples, n))`. Rows sum to n."""
     weights = np.empty((resamples, n), dtype=dtype)
@@ -133,7 +147,7 @@ def count_weights(rng: np.random.Generator, resamples: int, n: int, dtype: type 
     return weights
 
 
-def _weight_blocks(rng: np.random.Generator, resamples: int, n: int, dtype: type) -> Iterator[tuple[int, int, np.ndarray]]:
+def _weight_blocks(rng: Draws, resamples: int, n: int, dtype: type) -> Iterator[tuple[int, int, np.ndarray]]:
     """Consecutive (start, stop, counts) blocks of `count_weights(rng, resamples, n)`, about
     DRAW_BLOCK counts (at least MIN_ROWS rows) each, in one buffer that the next block overwrites.
 
@@ -150,13 +164,12 @@ def _weight_blocks(rng: np.random.Generator, resamples: int, n: int, dtype: type
     for start in range(0, resamples, rows):
         r = min(rows, resamples - start)
         index = rng.integers(0, n, size=r * n, dtype=index_type)
-        block = buffer[:r]
-        block.fill(0)
+        block = buffer[:r]  # toarray zeroes it first
         sparse.csr_array((ones[:r * n], index, row_starts[:r + 1]), shape=(r, n)).toarray(out=block)
         yield start, start + r, block
 
 
-def _drawn_means(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+def _drawn_means(x: np.ndarray, rng: Draws, resamples: int) -> np.ndarray:
     """(K, B) means of the columns of x (n ≥ 1, K) over the rows of `rng.integers(0, n, size=(B, n))`,
     laid out per column so that percentiles read contiguous rows."""
     n = len(x)
@@ -314,7 +327,7 @@ def multinomial_means(distinct: np.ndarray, counts: np.ndarray, rng: np.random.G
     return out / n
 
 
-def _mean_samples(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+def _mean_samples(x: np.ndarray, rng: Draws, resamples: int) -> np.ndarray:
     """(K, B) fixed-n resample means of the columns of x (n ≥ 1, K), laid out per column.
 
     n ≤ EXACT_DRAWS_UP_TO: `_drawn_means` with rng itself (every column the same draws).
@@ -359,8 +372,8 @@ def fixed_n_means(values: np.ndarray, resamples: int, seed: int) -> np.ndarray:
     values = np.asarray(values, dtype=float)
     if len(values) == 0:
         return np.full((resamples, values.shape[1]), np.nan)
-    with threadpool_limits(1, user_api="blas"):
-        return _mean_samples(values, np.random.default_rng(seed), resamples).T
+    with one_blas_thread():
+        return _mean_samples(values, StudyDraws(seed), resamples).T
 
 
 class FixedNMeans:
@@ -414,14 +427,13 @@ class FixedNMeans:
 
         def bounds(members: np.ndarray) -> list[tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]]:
             """(subset of members, per level (lo, hi)) for the vectors of one length."""
-            samples = _mean_samples(np.column_stack([self._vectors[i] for i in members]), np.random.default_rng(seed),
-                                    resamples)
+            samples = _mean_samples(np.column_stack([self._vectors[i] for i in members]), StudyDraws(seed), resamples)
             return [(members[subset], _owned_intervals(samples[subset], wanted))
                     for subset, wanted in ((~every[members], levels[:1]), (every[members], levels)) if subset.any()]
 
         # the longest first, so that no thread is left with a long length at the end
         groups = [np.array(by_length[n]) for n in sorted(by_length, reverse=True) if n > 0] if resamples > 0 else []
-        with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(WORKERS) as pool:  # independent draws per length
+        with one_blas_thread(), ThreadPoolExecutor(WORKERS) as pool:  # independent draws per length
             for parts in pool.map(bounds, groups):
                 for members, intervals in parts:
                     for k, (l, h) in enumerate(intervals):
@@ -447,13 +459,13 @@ def stratified_max(strata: list[list[np.ndarray]], resamples: int, seed: int) ->
             by_sizes[tuple(len(g) for g in groups)].append(j)
 
     def largest(sizes: tuple[int, ...], members: list[int]) -> np.ndarray:
-        rng = np.random.default_rng(seed)
+        rng = StudyDraws(seed)
         best = np.full((len(members), resamples), -np.inf)
         for g in range(len(sizes)):
             np.maximum(best, _mean_samples(np.column_stack([strata[j][g] for j in members]), rng, resamples), out=best)
         return best
 
-    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(WORKERS) as pool:  # a generator per size pattern
+    with one_blas_thread(), ThreadPoolExecutor(WORKERS) as pool:  # a generator per size pattern
         patterns = sorted(by_sizes, key=sum, reverse=True)  # the most draws first
         for members, best in zip((by_sizes[p] for p in patterns), pool.map(largest, patterns, (by_sizes[p] for p in patterns))):
             out[members] = best
@@ -471,7 +483,7 @@ def resampled_sums(values: np.ndarray, resamples: int, seed: int) -> ResampledSu
     dtype = working_dtype(n)
     x = np.ascontiguousarray(values, dtype=dtype)
     totals = np.empty((resamples, width), dtype=np.float64)
-    for start, stop, weights in _weight_blocks(np.random.default_rng(seed), resamples, n, dtype):
+    for start, stop, weights in _weight_blocks(StudyDraws(seed), resamples, n, dtype):
         totals[start:stop] = weights @ x
     return ResampledSums(totals)
 
