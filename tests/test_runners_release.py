@@ -76,8 +76,8 @@ def test_progress_is_readable_read_only_while_the_cli_records(slow_cli):
             refused += 1
         elif proc.poll() is None:  # still running after the read: a mid-run observation
             seen.append(progress)
-        # a viewer's pace: a reader reopening the file every few milliseconds holds it most of the
-        # time, and a loaded machine then leaves the writer (retrying every 50 ms) few chances in
+        # a viewer's pace: a reader reopening the file every 10 ms left the writer, which retries
+        # every 50 ms, so few chances in on a loaded machine that it once wrote 119 of 120 calls at once
         time.sleep(0.1)
     assert proc.returncode == 0, proc.stderr.read()
     counts = [n for n, _ in seen]
