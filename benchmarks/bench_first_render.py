@@ -38,20 +38,19 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
 from audit_core.audit_cache import cache_folder
+from benchmarks.local_server import free_port, streamlit_server
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -76,45 +75,18 @@ FAILED = """return Array.from(document.querySelectorAll('[data-testid="stExcepti
   .map(e => e.innerText).join(' | ')"""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def app_server(db: Path, script: str = "serve.py", port: int | None = None) -> Iterator[tuple[str, float]]:
     """A Streamlit server of `script` (serve.py: the app with its warm start; app.py: without) allowed to
     open `db` only, on `port` (default a free one); yields (its URL, seconds from launch to its health
     check's answer) once healthy."""
-    port = port or _free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
-           "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
-           "--server.fileWatcherType", "none", "--", "--db", str(db)]
+    options = ["--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+               "--server.fileWatcherType", "none", "--", "--db", str(db)]
     env = {k: v for k, v in os.environ.items() if k not in ("JUDGE_AUDIT_DB", "JUDGE_AUDIT_DATA_DIR")}
-    log = tempfile.TemporaryFile()
-    launched = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    raise RuntimeError(f"streamlit did not start: {log.read().decode(errors='replace')[-2000:]}")
-                time.sleep(0.05)
-        yield url, time.perf_counter() - launched
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+    with tempfile.TemporaryDirectory(prefix="bench-server-") as folder:
+        with streamlit_server(script, port or free_port(), options, env, Path(folder) / "server.log",
+                              start_seconds=120) as served:
+            yield served
 
 
 @contextmanager
@@ -178,7 +150,7 @@ def bench(driver: object, db: Path, visit: Callable[[str], tuple[float, float]],
             if i == repeat - 1:
                 figures["rerun"] = (*_median([visit(url) for _ in range(max(1, repeat))], 2), None)
     figures["cached"] = _median(cached, 3)
-    port = _free_port()
+    port = free_port()
     with app_server(db, script, port) as (url, _start):
         visit(url)  # the browser now holds this origin's static files
     restarted = []

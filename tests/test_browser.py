@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.local_server import free_port, streamlit_server
 from tests.app_fixtures import HTML_PROMPT, build_app_db
-from tests.fixtures_servers import free_port, streamlit_server
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -44,7 +44,7 @@ def served(tmp_path_factory):
     options = ["--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
                "--server.fileWatcherType", "none"]
     log = tmp / "server.log"
-    with streamlit_server("serve.py", free_port(), options, {**os.environ, "JUDGE_AUDIT_DB": str(db)}, log) as url:
+    with streamlit_server("serve.py", free_port(), options, {**os.environ, "JUDGE_AUDIT_DB": str(db)}, log) as (url, _):
         yield url, log
 
 

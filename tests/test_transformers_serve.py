@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 
 from audit_core import store
+from benchmarks.local_server import free_port
 from fixtures_pools import write_tiny_dataset
-from fixtures_servers import free_port
 from runners import recorder
 from runners.backends.openai_compat import OpenAISelector
 
