@@ -32,13 +32,16 @@ def stream_prefix(seed: int, length: int) -> np.ndarray:
     """At least the first `length` (≤ STREAM_LIMIT) 32-bit outputs of `default_rng(seed)`, in the
     order its next_uint32 gives them (each 64-bit output's low half, then its high half); read-only."""
     with _streams_lock:
-        kept = _streams.get(seed)
-        if kept is None or len(kept) < length:
-            size = min(STREAM_LIMIT, max(length, 2 * len(kept) if kept is not None else 0))
-            raw = np.random.default_rng(seed).bit_generator.random_raw((size + 1) // 2)
-            kept = np.empty(2 * len(raw), dtype=np.uint32)
-            kept[0::2] = raw & np.uint64(0xFFFF_FFFF)
-            kept[1::2] = raw >> np.uint64(32)
+        kept = _streams.get(seed, np.empty(0, dtype=np.uint32))
+        if len(kept) < length:
+            size = min(STREAM_LIMIT, max(length, 2 * len(kept)))
+            outputs = np.random.default_rng(seed).bit_generator
+            outputs.advance(len(kept) // 2)  # what is kept (always whole 64-bit outputs) is not made again
+            raw = outputs.random_raw((size - len(kept) + 1) // 2)
+            more = np.empty(2 * len(raw), dtype=np.uint32)
+            more[0::2] = raw & np.uint64(0xFFFF_FFFF)
+            more[1::2] = raw >> np.uint64(32)
+            kept = np.concatenate([kept, more])
             kept.flags.writeable = False
             _streams.pop(seed, None)
             while len(_streams) >= SEEDS_KEPT:

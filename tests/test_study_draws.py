@@ -64,9 +64,13 @@ def test_spawned_generators_are_the_seeds():
 
 
 def test_the_stream_is_numpys_32_bit_outputs_and_read_only():
+    numpys = np.random.default_rng(11).integers(0, 2**32, size=5_001, dtype=np.uint32)
     prefix = stream_prefix(11, 1_001)
-    np.testing.assert_array_equal(prefix[:1_001], np.random.default_rng(11).integers(0, 2**32, size=1_001, dtype=np.uint32))
+    np.testing.assert_array_equal(prefix[:1_001], numpys[:1_001])
     assert not prefix.flags.writeable
+    grown = stream_prefix(11, 5_001)  # extended past what it held
+    np.testing.assert_array_equal(grown[:5_001], numpys)
+    assert not grown.flags.writeable
 
 
 @pytest.mark.parametrize("low, high", [(1, 10), (0, 0), (0, 2**32 + 1)])
