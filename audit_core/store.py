@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -99,6 +100,18 @@ def connect(
     as asked (DatabaseHeld when the lock stays taken).
     """
     path = Path(path)
+    con = _locked_connection(path, read_only, lock_wait)
+    if not read_only:
+        try:
+            _create_schema(path, con)
+        except BaseException:
+            con.close()
+            raise
+    return con
+
+
+def _locked_connection(path: Path, read_only: bool, lock_wait: float | None) -> duckdb.DuckDBPyConnection:
+    """A connection to `path` once its lock is had (`connect` says how long it waits and what it refuses)."""
     _check_file(path, read_only)
     wait = lock_wait if lock_wait is not None else READ_LOCK_WAIT if read_only else write_lock_wait()
     config = READ_ONLY_CONFIG if read_only else NO_EXTENSIONS
@@ -117,13 +130,66 @@ def connect(
                 print(waiting_notice(path, wait), file=sys.stderr, flush=True)
                 told = True
         time.sleep(_POLL_SECONDS)
-    if not read_only:
-        try:
-            con.execute(SCHEMA_SQL)
-        except duckdb.IOException as err:  # e.g. a full disk: the file cannot take the schema
-            con.close()
-            raise file_error(path, err, read_only=False) from None
     return con
+
+
+def _create_schema(path: Path, con: duckdb.DuckDBPyConnection) -> None:
+    """Create or migrate the store's tables; DatabaseFileError when the file cannot take them."""
+    try:
+        con.execute(SCHEMA_SQL)
+    except duckdb.IOException as err:  # e.g. a full disk: the file cannot take the schema
+        raise file_error(path, err, read_only=False) from None
+
+
+def _holds_no_table(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the database `con` is attached to holds no table yet (a file just created)."""
+    (tables,) = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database()").fetchone()
+    return tables == 0
+
+
+@contextlib.contextmanager
+def writing(path: str | Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A writable connection to the store at `path` for the block, closed after it.
+
+    When this call created the database and the block raises, the database goes
+    again: the file, DuckDB's side files (`<db>.wal`, `<db>.tmp`) and the folders
+    made for it. "Created by this call" is decided under the file's lock: the path
+    was absent when the call began and the file held no table when the lock was
+    taken. So of two writers racing to create the same new path, the one that
+    waited finds the other's tables and never removes a database it did not make.
+    The files are unlinked before the lock is let go, so a waiting writer never
+    opens a database about to vanish (it creates a new one instead).
+    """
+    path = Path(path)
+    absent = not (path.exists() or path.is_symlink())
+    new_folders = [p for p in [path.parent, *path.parent.parents] if not p.exists()]  # deepest first
+    con = _locked_connection(path, False, None)
+    empty = _holds_no_table(con)
+    discard = False
+    try:
+        _create_schema(path, con)
+        yield con
+    except BaseException:
+        discard = absent and empty
+        if discard:
+            _unlink_store(path)  # while `con` still holds the file's lock
+        raise
+    finally:
+        con.close()
+        if discard:
+            for folder in new_folders:
+                with contextlib.suppress(OSError):  # not empty: something else lives there now
+                    folder.rmdir()
+
+
+def _unlink_store(path: Path) -> None:
+    """Remove the database file at `path` and DuckDB's side files beside it (never through a link)."""
+    for target in (path, path.with_name(path.name + ".wal")):
+        with contextlib.suppress(FileNotFoundError):
+            target.unlink()
+    spill = path.with_name(path.name + ".tmp")
+    if spill.is_dir() and not spill.is_symlink():
+        shutil.rmtree(spill, ignore_errors=True)
 
 
 def is_locked(err: duckdb.Error) -> bool:

@@ -14,15 +14,12 @@ Extra columns are never written.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
-import glob
 import hashlib
 import json
 import math
-import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -681,7 +678,7 @@ def write_dataset(
 
     Validation happens before the database is opened, so bad input never even
     creates the file; a failure after this call created it removes it again
-    (see `discarded_on_failure`). Returns one report line per part written. Prompts
+    (see `store.writing`). Returns one report line per part written. Prompts
     need ≥ MIN_POOL_SIZE candidates only when selector decisions (`runs`) come with them.
     """
     check_pools(pools, selector_calls=bool(runs))
@@ -697,55 +694,21 @@ def write_dataset(
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise InputError(f"judge name {repeated[0]!r} is given twice; every run needs its own name")
-    with discarded_on_failure(Path(db)):
-        con = store.connect(db)
-        try:
-            with store.transaction(con):
-                report = [f"pools: {write_pools(con, pools, replace=replace, selector_calls=bool(runs))}"]
-                for run in runs:
-                    outcome = write_imported_run(con, pools.dataset_id, run, replace=replace)
-                    counts = run.calls["status"].value_counts().to_dict()
-                    report.append(f"judge {run.judge}: {outcome}, {len(run.calls)} calls {counts}")
-                for imported in scores:
-                    outcome = write_imported_scores(con, pools.dataset_id, imported, replace=replace)
-                    report.append(f"scorer {imported.scorer}: {outcome}, {len(imported.scores)} scores")
-                for rated in ratings:
-                    outcome = write_imported_ratings(con, pools.dataset_id, rated, replace=replace)
-                    counts = rated.calls["status"].value_counts().to_dict()
-                    report.append(f"rater {rated.judge}: {outcome}, {len(rated.calls)} ratings of {rated.outcome} {counts}")
-                report.extend(other.write(con, pools.dataset_id, replace=replace) for other in attached)
-        finally:
-            con.close()
+    with store.writing(db) as con, store.transaction(con):
+        report = [f"pools: {write_pools(con, pools, replace=replace, selector_calls=bool(runs))}"]
+        for run in runs:
+            outcome = write_imported_run(con, pools.dataset_id, run, replace=replace)
+            counts = run.calls["status"].value_counts().to_dict()
+            report.append(f"judge {run.judge}: {outcome}, {len(run.calls)} calls {counts}")
+        for imported in scores:
+            outcome = write_imported_scores(con, pools.dataset_id, imported, replace=replace)
+            report.append(f"scorer {imported.scorer}: {outcome}, {len(imported.scores)} scores")
+        for rated in ratings:
+            outcome = write_imported_ratings(con, pools.dataset_id, rated, replace=replace)
+            counts = rated.calls["status"].value_counts().to_dict()
+            report.append(f"rater {rated.judge}: {outcome}, {len(rated.calls)} ratings of {rated.outcome} {counts}")
+        report.extend(other.write(con, pools.dataset_id, replace=replace) for other in attached)
     return report
-
-
-@contextlib.contextmanager
-def discarded_on_failure(db: Path) -> Iterator[None]:
-    """When `db` does not exist yet and the block raises, remove what the block created.
-
-    That is the database file, its side files (`<db>.wal`, lock files: any
-    `<db>.*` that was not there before) and the parent folders made for it.
-    A database that existed is left to the transaction's rollback.
-    """
-    if db.exists() or db.is_symlink():
-        yield
-        return
-    new_folders = [p for p in [db.parent, *db.parent.parents] if not p.exists()]  # deepest first
-    side_pattern = glob.escape(str(db)) + ".*"
-    before = set(glob.glob(side_pattern))
-    try:
-        yield
-    except BaseException:
-        for created in [str(db), *sorted(set(glob.glob(side_pattern)) - before)]:
-            path = Path(created)
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
-        for folder in new_folders:
-            with contextlib.suppress(OSError):  # not empty: something else lives there now
-                folder.rmdir()
-        raise
 
 
 def _frame_sha256(frame: pd.DataFrame, table: str, keys: list[str]) -> str:
