@@ -19,7 +19,10 @@ cell's statistic is a ratio of weighted sums over the items it covers, so its n
 varies across resamples as a judge's abstentions and a group's size would in a
 new sample of items, and all raters, pools and groups see the same draws (Δ and T
 are paired). The sums are columns of one per-item matrix X, summed as W @ X once
-per resample chunk (float32: rounding ~1e-6, far below bootstrap noise).
+per resample chunk in float32, so an interval endpoint computed in another chunking
+(another WEIGHT_ELEMENTS, a table computed alone) agrees within `resample_tolerance(n, scale)`
+= n·2⁻²⁴·(hi − lo) for n items: a float32 sum of n terms, each at most the scale's span, far
+below bootstrap noise.
 """
 
 from __future__ import annotations
@@ -201,6 +204,13 @@ def _rating_row(frame: pd.DataFrame, mask: pd.Series) -> str:
     first = frame[mask].iloc[0]
     return (f"ratings row {frame.index[mask.to_numpy()][0]} (judge {first['judge']!r}, condition "
             f"{first['condition']!r}, candidate {first['candidate_id']!r})")
+
+
+def resample_tolerance(n: int, scale: tuple[int, int] = SCALE) -> float:
+    """n·2⁻²⁴·(hi − lo): how far an interval endpoint over `n` items may move with the chunking of
+    its float32 resampled sums (float32's unit roundoff per term, each term at most the scale's span)."""
+    lo, hi = scale
+    return n * 2.0**-24 * (hi - lo)
 
 
 def _check_scale(scale: tuple[int, int]) -> tuple[int, int]:

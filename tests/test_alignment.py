@@ -205,10 +205,25 @@ def test_intervals_contain_the_estimate_and_follow_the_seed() -> None:
     other = alignment.alignment_tables(ratings, votes=votes, items=items, resamples=600, seed=2)
     pd.testing.assert_frame_equal(first.alignment, again.alignment)
     assert not first.alignment["mae_lo"].equals(other.alignment["mae_lo"])
-    # the tables computed alone are the same as from the joint pass; 'all' does not depend on group_by
-    pd.testing.assert_frame_equal(first.tilt, alignment.tilt_table(ratings, votes=votes, items=items, resamples=600, seed=1))
+    # computed alone or in another chunking, the tables agree within the documented float32 tolerance;
+    # 'all' does not depend on group_by
+    close = {"check_exact": False, "rtol": 0.0, "atol": alignment.resample_tolerance(150)}
+    pd.testing.assert_frame_equal(first.tilt, alignment.tilt_table(ratings, votes=votes, items=items, resamples=600, seed=1),
+                                  **close)
     alone = alignment.alignment_table(ratings, votes=votes, resamples=600, seed=1, group_by=())
-    pd.testing.assert_frame_equal(alone, first.alignment[first.alignment["group"] == "all"].reset_index(drop=True))
+    pd.testing.assert_frame_equal(alone, first.alignment[first.alignment["group"] == "all"].reset_index(drop=True), **close)
+
+
+@pytest.mark.parametrize("weight_elements", [150, 150 * 7, 150 * 64])
+def test_intervals_do_not_depend_on_the_chunking(monkeypatch, weight_elements) -> None:
+    """Resample chunks of 1, 7 and 64 resamples give the one-chunk endpoints within `resample_tolerance`."""
+    votes, ratings, items = random_study(5, n=150)
+    whole = alignment.alignment_tables(ratings, votes=votes, items=items, resamples=200, seed=3)
+    monkeypatch.setattr(alignment, "WEIGHT_ELEMENTS", weight_elements)
+    chunked = alignment.alignment_tables(ratings, votes=votes, items=items, resamples=200, seed=3)
+    close = {"check_exact": False, "rtol": 0.0, "atol": alignment.resample_tolerance(150)}
+    pd.testing.assert_frame_equal(whole.alignment, chunked.alignment, **close)
+    pd.testing.assert_frame_equal(whole.tilt, chunked.tilt, **close)
 
 
 def test_abstentions_and_failures_are_counted_never_scored() -> None:
