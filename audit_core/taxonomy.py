@@ -13,7 +13,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from audit_core import input_files
 from audit_core.errors import InputError
+from audit_core.ingest.values import blank, excerpt, shown
 
 ABSTENTION_POLICIES: tuple[str, ...] = ("miss", "exclude")
 DEFAULT_TAXONOMY = Path(__file__).resolve().parent.parent / "runners" / "taxonomies" / "default_v1.json"
@@ -63,8 +65,9 @@ class Taxonomy:
 
 
 def _text(value: object, where: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InputError(f"{where}: expected a non-empty string, got {value!r}")
+    """`value` when it is a string that is not blank (`values.blank`)."""
+    if not isinstance(value, str) or blank(value):
+        raise InputError(f"{where}: expected a string that is not blank, got {shown(value)}")
     return value
 
 
@@ -75,7 +78,7 @@ def parse_taxonomy(raw: bytes, source: str) -> Taxonomy:
     try:
         doc = json.loads(raw.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"{source}: not a JSON taxonomy ({err})") from None
+        raise InputError(f"{source}: not a JSON taxonomy ({excerpt(str(err))})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("attributes"), list) or not doc["attributes"]:
         raise InputError(f"{source}: expected an object with a non-empty 'attributes' list")
     attributes: list[Attribute] = []
@@ -92,12 +95,12 @@ def parse_taxonomy(raw: bytes, source: str) -> Taxonomy:
             raise InputError(f"{where}.labels: a label is listed twice")
         abstain = _text(entry.get("abstain", "unspecified"), f"{where}.abstain")
         if abstain in labels:
-            raise InputError(f"{where}.abstain: {abstain!r} is also one of the labels")
+            raise InputError(f"{where}.abstain: {shown(abstain)} is also one of the labels")
         policy = entry.get("abstention", "miss")
         if policy not in ABSTENTION_POLICIES:
-            raise InputError(f"{where}.abstention: expected one of {', '.join(ABSTENTION_POLICIES)}, got {policy!r}")
+            raise InputError(f"{where}.abstention: expected one of {', '.join(ABSTENTION_POLICIES)}, got {shown(policy)}")
         if any(a.name == name for a in attributes):
-            raise InputError(f"{where}.name: attribute {name!r} is listed twice")
+            raise InputError(f"{where}.name: attribute {shown(name)} is listed twice")
         question = entry.get("question") or f"Which {name} does the image show?"
         attributes.append(Attribute(name, _text(question, f"{where}.question"), labels, abstain, policy))
     return Taxonomy(
@@ -110,9 +113,6 @@ def parse_taxonomy(raw: bytes, source: str) -> Taxonomy:
 
 
 def load_taxonomy(path: str | Path = DEFAULT_TAXONOMY) -> Taxonomy:
-    """The taxonomy in file `path` (InputError if it cannot be read or parsed)."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as err:
-        raise InputError(f"{path}: cannot read the taxonomy ({err.strerror})") from None
-    return parse_taxonomy(raw, str(path))
+    """The taxonomy in file `path` (InputError if it is not a regular file of bounded size,
+    `input_files.CONFIG`, or cannot be read or parsed)."""
+    return parse_taxonomy(input_files.read_bytes(path, input_files.CONFIG, what="the taxonomy"), str(path))

@@ -25,7 +25,9 @@ from pathlib import Path
 
 import duckdb
 
+from audit_core import input_files
 from audit_core.errors import InputError
+from audit_core.ingest.values import excerpt, shown
 from audit_core.taxonomy import DEFAULT_TAXONOMY, Taxonomy, load_taxonomy
 from runners.database import Database, as_database
 from runners.engines import Generated
@@ -68,13 +70,11 @@ def load_label_prompts(path: str | Path, taxonomy: Taxonomy) -> LabelPrompts:
     """Fill a templates file's prompts for `taxonomy`; InputError naming the file and field on a defect
     (not JSON, an attribute without templates, a template without {label}, label text for an unknown label)."""
     path = Path(path)
+    data = input_files.read_bytes(path, input_files.CONFIG, what="the templates file")
     try:
-        data = path.read_bytes()
         doc = json.loads(data.decode("utf-8"))
-    except OSError as err:
-        raise InputError(f"cannot read the templates file: {err.strerror or err}", file=path) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"not a JSON templates file ({err})", file=path) from None
+        raise InputError(f"not a JSON templates file ({excerpt(str(err))})", file=path) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("templates"), dict):
         raise InputError('expected an object with a "templates" object', file=path, field="templates")
     templates, label_text = doc["templates"], doc.get("label_text", {})
@@ -86,7 +86,7 @@ def load_label_prompts(path: str | Path, taxonomy: Taxonomy) -> LabelPrompts:
         chosen = templates.get(name)
         where = f"templates.{name}"
         if chosen is None:
-            raise InputError(f"no templates for attribute {attribute.name!r} (and no '{ANY_ATTRIBUTE}')",
+            raise InputError(f"no templates for attribute {shown(attribute.name)} (and no '{ANY_ATTRIBUTE}')",
                              file=path, field=f"templates.{attribute.name}")
         if isinstance(chosen, str):
             chosen = [chosen]
@@ -99,7 +99,8 @@ def load_label_prompts(path: str | Path, taxonomy: Taxonomy) -> LabelPrompts:
                              field=f"label_text.{attribute.name}")
         unknown = sorted(set(texts) - set(attribute.labels))
         if unknown:
-            raise InputError(f"{unknown[0]!r} is not a label of {attribute.name!r} ({', '.join(attribute.labels)})",
+            raise InputError(f"{shown(unknown[0])} is not a label of {shown(attribute.name)} "
+                             f"({excerpt(', '.join(attribute.labels))})",
                              file=path, field=f"label_text.{attribute.name}")
         prompts[attribute.name] = {label: tuple(t.replace("{label}", texts.get(label, label)) for t in chosen)
                                    for label in attribute.labels}

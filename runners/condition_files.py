@@ -1,6 +1,6 @@
-"""How a judge's conditions file is read: a JSON object whose "conditions" object maps names to
-definitions. Each protocol checks its own definitions (runners/label_protocol.py,
-runners/rating_protocol.py)."""
+"""How a judge's conditions file is read: a JSON object whose "conditions" object maps names, none
+blank, to definitions. The file is a regular file of bounded size (`audit_core.input_files`, config).
+Each protocol checks its own definitions (runners/label_protocol.py, runners/rating_protocol.py)."""
 
 from __future__ import annotations
 
@@ -10,23 +10,29 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from audit_core import input_files
 from audit_core.errors import InputError
+from audit_core.ingest import values
 
 T = TypeVar("T")
 
 
 def read_conditions(path: Path) -> tuple[str, dict]:
-    """(the file's text, its non-empty "conditions" object); InputError naming the file and line."""
+    """(the file's text, its non-empty "conditions" object, no name blank); InputError naming the file and line."""
+    data = input_files.read_bytes(path, input_files.CONFIG, what="the conditions file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"cannot read the conditions file: {err}", file=path) from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"not UTF-8 text ({err.reason} at byte {err.start})", file=path) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise InputError(f"not JSON ({err.msg})", file=path, line=err.lineno) from None
     if not isinstance(data, dict) or not isinstance(data.get("conditions"), dict) or not data["conditions"]:
         raise InputError('expected an object with a non-empty "conditions" object', file=path, field="conditions")
+    for name in data["conditions"]:
+        if values.blank(name):
+            raise InputError(values.BLANK, file=path, line=line_of(text, name), field="conditions")
     return text, data["conditions"]
 
 
@@ -44,6 +50,7 @@ def select_named(known: Mapping[str, T], path: str | Path, names: Sequence[str])
     chosen = []
     for name in dict.fromkeys(names):
         if name not in known:
-            raise InputError(f"unknown condition {name!r} (in {path}: {', '.join(known)})", field="--condition")
+            raise InputError(f"unknown condition {values.shown(name)} (in {path}: {values.excerpt(', '.join(known))})",
+                             field="--condition")
         chosen.append(known[name])
     return chosen

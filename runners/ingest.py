@@ -37,7 +37,7 @@ from pathlib import Path
 
 from audit_core import thumbnails
 from audit_core.errors import InputError
-from audit_core.ingest import culturalframes, judgeacts, tables
+from audit_core.ingest import culturalframes, judgeacts, tables, values
 from audit_core.ingest.pools import DEFAULT_POOL, PoolSet, utility_pools, write_dataset
 from audit_core.taxonomy import DEFAULT_TAXONOMY, load_taxonomy
 
@@ -46,7 +46,7 @@ def named_path(text: str) -> tuple[str, str]:
     """Parse NAME=FILE."""
     name, sep, path = text.partition("=")
     if not sep or not name or not path:
-        raise argparse.ArgumentTypeError(f"expected NAME=FILE, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected NAME=FILE, got {values.shown(text)}")
     return name, path
 
 
@@ -61,8 +61,17 @@ def outcome_scale(text: str) -> tuple[str, tuple[float, float]]:
 def count(text: str) -> int:
     """Parse a non-negative integer."""
     if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {values.shown(text)}")
     return int(text)
+
+
+def check_names(args: argparse.Namespace) -> None:
+    """InputError naming the flag of the first name given that is blank (`values.blank`): --dataset,
+    the NAME of every NAME=FILE and --rating-outcome; checked before any file is read."""
+    given = {"--dataset": args.dataset, "--rating-outcome": getattr(args, "rating_outcome", None)}
+    for flag in ("--run", "--decisions", "--scores", "--ratings", "--labeler"):
+        given[flag] = [name for name, _ in getattr(args, flag[2:], None) or ()]
+    values.names(given)
 
 
 def _summary(pools: PoolSet) -> list[str]:
@@ -89,6 +98,7 @@ def _summary(pools: PoolSet) -> list[str]:
 def ingest_judgeacts(args: argparse.Namespace) -> list[str]:
     """Read every file (and decode every image to attach) first, then write pools, runs and
     scores in one transaction; then publish the images from shards and make thumbnails."""
+    check_names(args)
     pools = judgeacts.read_pools(args.pools, args.dataset)
     runs = [judgeacts.read_run(path, name) for name, path in args.run]
     scores = [judgeacts.read_scores(path, name) for name, path in args.scores]
@@ -111,7 +121,7 @@ def _images_dir(args: argparse.Namespace) -> Path:
     if args.images_dir is not None:
         return Path(args.images_dir)
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", args.dataset):
-        raise InputError(f"dataset name {args.dataset!r} cannot name the images folder; pass --images-dir")
+        raise InputError(f"dataset name {values.shown(args.dataset)} cannot name the images folder; pass --images-dir")
     return Path(args.db).parent / "images" / args.dataset
 
 
@@ -131,6 +141,7 @@ def _thumbnail_lines(db: str, pools: PoolSet) -> list[str]:
 def ingest_table(args: argparse.Namespace) -> list[str]:
     """Read the pools and votes tables, the gold labels and every decisions/scores/ratings/labeler table,
     then write them in one transaction."""
+    check_names(args)
     declared = dict(args.outcome)
     scale = tables.rating_scale(args.rating_outcome, declared)
     taxonomy = load_taxonomy(args.taxonomy)
@@ -150,8 +161,10 @@ def ingest_table(args: argparse.Namespace) -> list[str]:
 
 def ingest_culturalframes(args: argparse.Namespace) -> list[str]:
     """Read and stage the release, write it in one transaction, then publish the images."""
+    check_names(args)
     if args.images_dir is None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", args.dataset):
-        raise InputError(f"dataset name {args.dataset!r} cannot name the images folder; pass --images-dir")
+        raise InputError(f"dataset name {values.shown(args.dataset)} cannot name the images folder; "
+                         "pass --images-dir")
     images_dir = args.images_dir or f"data/images/{args.dataset}"
     with culturalframes.ImageStage(images_dir) as stage:
         pools, audit = culturalframes.read_release(

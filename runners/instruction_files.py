@@ -1,6 +1,6 @@
 """How a judge's instruction file is read: a header of `key: value` lines, a `---` line, then the
 text the judge sees, with placeholder tokens standing alone on their lines; and how that text
-becomes content parts. Each protocol keeps its own keys and checks (runners/label_protocol.py,
+becomes content parts. The file is a regular file of bounded size (`audit_core.input_files`, config). Each protocol keeps its own keys and checks (runners/label_protocol.py,
 runners/rating_protocol.py)."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from audit_core import input_files
 from audit_core.errors import InputError
+from audit_core.ingest.values import shown
 
 HEADER_END = "---"
 
@@ -41,10 +43,7 @@ def read_instruction_file(
     the tokens `needs` gives for its key; InputError naming the file, line and field."""
     path = Path(path)
     needs = needs or {}
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise InputError(f"cannot read the instruction file: {err.strerror or err}", file=path) from None
+    data = input_files.read_bytes(path, input_files.CONFIG, what="the instruction file")
     try:
         lines = data.decode("utf-8").splitlines()
     except UnicodeDecodeError as err:
@@ -58,10 +57,10 @@ def read_instruction_file(
         key, colon, value = line.partition(":")
         key = key.strip()
         if not colon or key not in keys:
-            raise InputError(f"expected 'key: value' with a key among {', '.join(keys)}, got {line!r}",
+            raise InputError(f"expected 'key: value' with a key among {', '.join(keys)}, got {shown(line)}",
                              file=path, line=number, field=key or None)
         if key in header:
-            raise InputError(f"{key!r} given twice", file=path, line=number, field=key)
+            raise InputError(f"{shown(key)} given twice", file=path, line=number, field=key)
         header[key], where[key] = value.strip(), number
         absent = [token for token in needs.get(key, ()) if token not in header[key]]
         if absent:

@@ -24,6 +24,7 @@ import functools
 import sys
 from collections.abc import Sequence
 
+from audit_core.ingest import values
 from runners.backends.base import SelectorBackend
 from runners import backend_args
 from runners.command import run_job
@@ -79,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     db = DatabaseFile(args.db)
 
     def job() -> RunSummary:
+        values.names({"--dataset": args.dataset, "--judge": args.judge})
         with db.session() as con:
             scope = load_scope(con, dataset=args.dataset, limit=args.limit)
         # Check dataset, pools and images before loading a model that may take minutes.

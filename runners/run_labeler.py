@@ -29,6 +29,7 @@ import pandas as pd
 
 from audit_core import store
 from audit_core.errors import InputError
+from audit_core.ingest import values
 from audit_core.taxonomy import DEFAULT_TAXONOMY, load_taxonomy
 from runners import backend_args
 from runners.command import run_job
@@ -84,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     db = DatabaseFile(args.db)
 
     def job() -> RunSummary:
+        values.names({"--dataset": args.dataset, "--judge": args.judge, "--condition": conditions})
         taxonomy = load_taxonomy(args.taxonomy)
         instruction = load_label_instruction(args.instruction)
         chosen = select_label_conditions(args.conditions, conditions)

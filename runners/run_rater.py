@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from audit_core.errors import InputError
+from audit_core.ingest import values
 from runners import backend_args
 from runners.command import run_job
 from runners.database import DatabaseFile
@@ -81,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     db = DatabaseFile(args.db)
 
     def job() -> RunSummary:
+        values.names({"--dataset": args.dataset, "--judge": args.judge, "--condition": conditions})
         instruction = load_rubric(args.instruction, args.structured)
         chosen = select_conditions(args.conditions, conditions)
         with db.session() as con:

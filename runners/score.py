@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from audit_core import store
+from audit_core.ingest import values
 from audit_core.taxonomy import DEFAULT_TAXONOMY, load_taxonomy
 from runners import backend_args
 from runners.backends.base import ScorerBackend
@@ -126,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     db = DatabaseFile(args.db)
 
     def job() -> RunSummary:
+        values.names({"--dataset": args.dataset, "--scorer": args.scorer})
         if args.task == "labels":
             return label_job(args, db, config)
         with db.session() as con:

@@ -191,7 +191,7 @@ VOTE_CASES = {
     "value above the scale": (4, {"value": 6}, "value", "rubric rating 6.0 of 'p1_east' is off its scale [1, 5]"),
     "value below the scale": (7, {"value": 0.5}, "value", "rubric rating 0.5 of 'p1_west' is off its scale [1, 5]"),
     "missing annotator": (5, {"annotator": None}, "annotator", "missing"),
-    "blank annotator": (5, {"annotator": "  "}, "annotator", "empty id"),
+    "blank annotator": (5, {"annotator": "  "}, "annotator", "a name cannot be blank"),
     "missing value": (0, {"value": None}, "value", "missing"),
     "undeclared outcome": (6, {"outcome": "helpfulness"}, "outcome",
                            "outcome 'helpfulness' has no scale: use one of alignment"),

@@ -390,7 +390,7 @@ def test_failure_after_creating_the_database_removes_it(tmp_path, capsys, monkey
     monkeypatch.setattr(tables, "read_decisions_table", read_then_lose)
     db = tmp_path / "new" / "deeper" / "store.duckdb"
     assert run_table(db, pools, {"j": decisions}) == 2
-    assert f"error: {decisions}: cannot read or write (No such file or directory)" in capsys.readouterr().err
+    assert f"error: {decisions}: cannot read file (No such file or directory)" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
 
 
@@ -400,7 +400,7 @@ TYPE_CASES = {
     "list as source model": ("pools", 1, "source_model", ["m2"], "expected text"),
     "number as image path": ("pools", 2, "image_path", 7, "expected text"),
     "number as prompt": ("pools", 3, "prompt", 12, "expected text"),
-    "blank id": ("pools", 4, "candidate_id", "  ", "empty id"),
+    "blank id": ("pools", 4, "candidate_id", "  ", "a name cannot be blank"),
     "number as ranking": ("calls", 0, "ranking", 3, "expected a list"),
     "object as raw output": ("calls", 1, "raw_output", {"choice": "C"}, "expected text"),
 }

@@ -50,8 +50,10 @@ from types import TracebackType
 
 import pandas as pd
 
+from audit_core import input_files
 from audit_core.errors import InputError
 from audit_core.ingest import images, sources, values
+from audit_core.ingest.values import shown
 from audit_core.ingest.pools import PoolSet
 
 ANNOTATIONS_FILE = "culturalframes_human_annotations.json"
@@ -135,8 +137,8 @@ def read_release(
     database write succeeds). `split` selects 'dev', 'main' or 'all' kept pools.
     """
     if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    release = Path(release)
+        raise ValueError(f"split must be one of {SPLITS}, got {shown(split)}")
+    release = input_files.folder(release, f"{ANNOTATIONS_FILE} and {SHARDS_GLOB}")
     records = read_annotations(release / ANNOTATIONS_FILE)
     audit: Counter = Counter()
     staged = scan_images(release, records, stage, audit)
@@ -182,13 +184,13 @@ def read_annotations(path: Path) -> dict[str, ImageRecord]:
         if not isinstance(obj, dict):
             raise InputError("expected an object", field=f"[{index}]", **where)
         text = {k: _text(obj, k, where, required=k != "category") for k in ("id", "prompt", "country", "category", "model_name")}
-        model, rid = text["model_name"], text["id"]
+        model, rid = values.name(text["model_name"], "model_name", where), values.name(text["id"], "id", where)
         image_id = rid if rid.endswith(f"_{model}") else f"{rid}_{model}"
-        if image_id == f"_{model}":
-            raise InputError(f"id {rid!r} names no prompt before '_{model}'", field="id", **where)
+        if values.blank(image_id[: -len(model) - 1]):
+            raise InputError(f"id {shown(rid)} names no prompt before {shown('_' + model)}", field="id", **where)
         if image_id in records:
             raise InputError(
-                f"image {image_id!r} is annotated again (first on line {records[image_id].line})", field="id", **where
+                f"image {shown(image_id)} is annotated again (first on line {records[image_id].line})", field="id", **where
             )
         record = ImageRecord(
             line=line,
@@ -201,7 +203,7 @@ def read_annotations(path: Path) -> dict[str, ImageRecord]:
         )
         annotations = obj.get("human_annotations")
         if not isinstance(annotations, list):
-            raise InputError(f"expected a list, got {values.shown(annotations)}", field="human_annotations", **where)
+            raise InputError(f"expected a list, got {shown(annotations)}", field="human_annotations", **where)
         for j, annotation in enumerate(annotations):
             votes = _votes(annotation, j, where, f"human_annotations[{j}]")
             record.votes.extend(v for v in votes if v["value"] is not None)
@@ -210,25 +212,30 @@ def read_annotations(path: Path) -> dict[str, ImageRecord]:
         for name in ("prompt", "country", "category"):
             if getattr(first, name) != getattr(record, name):
                 raise InputError(
-                    f"prompt {record.prompt_id!r} has {getattr(first, name)!r} on line {first.line} "
-                    f"but {getattr(record, name)!r} here",
+                    f"prompt {shown(record.prompt_id)} has {shown(getattr(first, name))} on line {first.line} "
+                    f"but {shown(getattr(record, name))} here",
                     field=name,
                     **where,
                 )
         dup = Counter((v["outcome"], v["annotator"]) for v in record.votes)
         twice = [k for k, c in dup.items() if c > 1]
         if twice:
-            raise InputError(f"annotator {twice[0][1]!r} appears twice", field="human_annotations", **where)
+            raise InputError(f"annotator {shown(twice[0][1])} appears twice", field="human_annotations", **where)
         records[image_id] = record
     return records
 
 
 def _json_list(path: Path) -> Iterator[tuple[int, int, object]]:
     """Yield (line, index, element) for each element of a top-level JSON list."""
-    text = sources.decoded(sources.read_bytes(path))
+    text = sources.decoded(input_files.read_bytes(path, input_files.TABLE))
+    counted = [0, 1]  # (position, its line): lines are counted on from the last record, never from the start
 
     def line_at(position: int) -> int:
-        return text.count("\n", 0, position) + 1
+        if position < counted[0]:
+            counted[:] = [0, 1]
+        counted[1] += text.count("\n", counted[0], position)
+        counted[0] = position
+        return counted[1]
 
     position = sources.skip_space(text, 0)
     if text[position : position + 1] != "[":
@@ -262,7 +269,9 @@ def _votes(annotation: object, j: int, where: dict, path: str) -> list[dict]:
         raise InputError("expected an object", field=path, **where)
     annotator = annotation.get("annotator_id", j)
     if isinstance(annotator, bool) or not isinstance(annotator, (str, int)):
-        raise InputError(f"expected text or an integer, got {values.shown(annotator)}", field=f"{path}.annotator_id", **where)
+        raise InputError(f"expected text or an integer, got {shown(annotator)}", field=f"{path}.annotator_id", **where)
+    if isinstance(annotator, str):
+        values.name(annotator, f"{path}.annotator_id", where)
     by_outcome = {
         "alignment": _level(annotation, ("prompt_alignment", "score"), where, path),
         "missing_explicit": _flag(annotation, ("prompt_alignment", "missing_explicit"), where, path),
@@ -281,7 +290,7 @@ def _get(annotation: dict, keys: tuple[str, ...], where: dict, path: str) -> obj
         if value is None:
             return None
         if not isinstance(value, dict):
-            raise InputError(f"expected an object, got {values.shown(value)}", field=".".join([path, *keys[:depth]]), **where)
+            raise InputError(f"expected an object, got {shown(value)}", field=".".join([path, *keys[:depth]]), **where)
         value = value.get(key)
     return value
 
@@ -292,7 +301,7 @@ def _level(annotation: dict, keys: tuple[str, ...], where: dict, path: str) -> f
         return None
     level = values.real(value)
     if level not in LEVELS:
-        raise InputError(f"expected 0, 0.5 or 1, got {values.shown(value)}", field=".".join([path, *keys]), **where)
+        raise InputError(f"expected 0, 0.5 or 1, got {shown(value)}", field=".".join([path, *keys]), **where)
     return level
 
 
@@ -304,7 +313,7 @@ def _flag(annotation: dict, keys: tuple[str, ...], where: dict, path: str) -> fl
         return float(bool(value))
     if isinstance(value, bool) or value in (0, 1) and isinstance(value, (int, float)):
         return float(value)
-    raise InputError(f"expected true/false, 0/1 or a list, got {values.shown(value)}", field=".".join([path, *keys]), **where)
+    raise InputError(f"expected true/false, 0/1 or a list, got {shown(value)}", field=".".join([path, *keys]), **where)
 
 
 def _overall(annotation: dict, where: dict, path: str) -> float | None:
@@ -313,13 +322,13 @@ def _overall(annotation: dict, where: dict, path: str) -> float | None:
         return None
     score = values.real(value)
     if score is None or not 1 <= score <= 5:
-        raise InputError(f"expected a number from 1 to 5, got {values.shown(value)}", field=f"{path}.overall_score", **where)
+        raise InputError(f"expected a number from 1 to 5, got {shown(value)}", field=f"{path}.overall_score", **where)
     return (score - 1) / 4
 
 
 def scan_images(release: Path, records: dict[str, ImageRecord], stage: ImageStage, audit: Counter) -> dict[str, str]:
     """Decode every image row, check it against its record, stage it; image id → final path."""
-    shards = sorted(release.glob(SHARDS_GLOB))
+    shards = sorted(release.glob(SHARDS_GLOB))  # each checked as it is opened (`sources.parquet_rows`)
     if not shards:
         raise InputError(f"no image shards ({SHARDS_GLOB})", file=release)
     audit["shards"] += len(shards)
@@ -335,7 +344,7 @@ def scan_images(release: Path, records: dict[str, ImageRecord], stage: ImageStag
         for column, expected in (("prompt", record.prompt), ("country", record.country), ("model", record.model)):
             if row.get(column) != expected:
                 raise InputError(
-                    f"{values.shown(row.get(column))} disagrees with the annotation record's {expected!r} "
+                    f"{shown(row.get(column))} disagrees with the annotation record's {shown(expected)} "
                     f"({ANNOTATIONS_FILE} line {record.line})",
                     field=column,
                     **where,
@@ -352,13 +361,14 @@ def shard_rows(shards: Sequence[Path], columns: Sequence[str]) -> Iterator[tuple
     """
     first_seen: dict[str, str] = {}
     for shard in shards:
-        for row_number, row in sources.parquet_rows(shard, columns):
+        for row_number, row in sources.parquet_rows(shard, columns, input_files.SHARD):
             where = {"file": shard, "line": row_number}
             image_id = row.get("id")
-            if not isinstance(image_id, str) or not image_id:
-                raise InputError(f"expected an image id, got {values.shown(image_id)}", field="id", **where)
+            if not isinstance(image_id, str):
+                raise InputError(f"expected an image id, got {shown(image_id)}", field="id", **where)
+            values.name(image_id, "id", where)
             if image_id in first_seen:
-                raise InputError(f"image {image_id!r} already appeared in {first_seen[image_id]}", field="id", **where)
+                raise InputError(f"image {shown(image_id)} already appeared in {first_seen[image_id]}", field="id", **where)
             first_seen[image_id] = f"{shard.name} row {row_number}"
             yield where, image_id, row
 

@@ -4,7 +4,9 @@ A relative image path names a file inside the dataset's folder (the folder of
 the table or the JudgeActs artifact); absolute paths and paths that leave the
 folder, through `..` or a symlink, are refused, so a table cannot make the app
 read files elsewhere on the machine. An image that Pillow cannot decode is
-refused at ingest rather than discovered when a page draws it.
+refused at ingest rather than discovered when a page draws it; so is a path
+naming a FIFO, a device or a folder, or an image larger than `input_files`'
+image limit.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
 
+from audit_core import input_files
 from audit_core.errors import InputError
 from audit_core.ingest.values import shown
 
@@ -35,17 +38,22 @@ def confined_path(text: str, folder: Path, field: str, where: dict) -> Path:
 
 
 def existing_file(path: Path, field: str, where: dict) -> bool:
-    """Whether `path` is a regular file (after symlinks); an unreadable location is an InputError."""
-    try:
-        return path.is_file()
-    except OSError as err:  # e.g. a name too long
-        raise InputError(f"cannot read {path} ({err.strerror or err})", field=field, **where) from err
+    """Whether anything is at `path`: False when nothing is, True for a regular image file within the
+    image limit, InputError for anything else there (`input_files.existing`)."""
+    return input_files.existing(path, input_files.IMAGE, where=where, field=field)
 
 
 def decoded_format(source: bytes | Path, field: str, where: dict) -> str:
     """Fully decode an image (bytes or a file); returns its format's file suffix ('png', 'jpg', …)."""
+    if isinstance(source, bytes):
+        return _decoded_format(io.BytesIO(source), field, where)
+    with input_files.opened(source, input_files.IMAGE, where=where, field=field) as handle:
+        return _decoded_format(handle, field, where)
+
+
+def _decoded_format(source: io.IOBase, field: str, where: dict) -> str:
     try:
-        with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as image:
+        with Image.open(source) as image:
             image.load()
             kind = (image.format or "").lower()
     except UnidentifiedImageError as err:

@@ -29,8 +29,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from audit_core import input_files
 from audit_core.errors import InputError
 from audit_core.ingest import culturalframes, images, values
+from audit_core.ingest.values import excerpt, shown
 from audit_core.ingest.pools import ImportedRun, ImportedScores, PoolSet
 from audit_core.ingest.sources import json_document, json_lines
 from audit_core.orders import slot_labels
@@ -64,7 +66,7 @@ def _require(obj: dict, key: str, kind: type | tuple[type, ...], where: dict) ->
         raise InputError("missing", field=key, **where)
     value = obj[key]
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        raise InputError(f"expected {_kind_name(kind)}, got {values.shown(value)}", field=key, **where)
+        raise InputError(f"expected {_kind_name(kind)}, got {shown(value)}", field=key, **where)
     return value
 
 
@@ -106,7 +108,8 @@ def read_pools(path: str | Path, dataset_id: str, split: str | None = None) -> P
         where = {"file": path, "line": number}
         pid = values.identifier(obj.get("prompt_id"), "prompt_id", where)
         if pid in seen_prompts:
-            raise InputError(f"prompt {pid!r} already appeared on line {seen_prompts[pid]}", field="prompt_id", **where)
+            raise InputError(f"prompt {shown(pid)} already appeared on line {seen_prompts[pid]}", field="prompt_id",
+                             **where)
         seen_prompts[pid] = number
         prompts.append(
             {
@@ -136,7 +139,8 @@ def read_pools(path: str | Path, dataset_id: str, split: str | None = None) -> P
                 value = cand.get(key)
                 if value is None:
                     if key == "utility":
-                        raise InputError(f"candidate {cid!r} has no alignment rating", field=f"{at}.utility", **where)
+                        raise InputError(f"candidate {shown(cid)} has no alignment rating", field=f"{at}.utility",
+                                         **where)
                     continue
                 n_field = n_key if n_key in cand else "n_annotations"
                 ratings.append(
@@ -155,7 +159,7 @@ def read_pools(path: str | Path, dataset_id: str, split: str | None = None) -> P
                 alignment_votes = []
             if not isinstance(alignment_votes, list):
                 raise InputError(
-                    f"expected a list, got {values.shown(alignment_votes)}", field=f"{at}.alignment_ratings", **where
+                    f"expected a list, got {shown(alignment_votes)}", field=f"{at}.alignment_ratings", **where
                 )
             for a, vote in enumerate(alignment_votes):
                 votes.append(
@@ -192,7 +196,7 @@ def read_run(path: str | Path, judge: str) -> ImportedRun:
         mapping = _require(obj, "mapping", dict, where)
         labels = sorted(mapping)
         if not 2 <= len(labels) <= 26 or labels != slot_labels(len(labels)):
-            raise InputError(f"labels {values.shown(labels)} are not the slot labels A, B, C, …", field="mapping", **where)
+            raise InputError(f"labels {shown(labels)} are not the slot labels A, B, C, …", field="mapping", **where)
         slots = [mapping[label] for label in labels]
         if not all(isinstance(s, str) for s in slots):
             raise InputError("every label must map to a candidate id", field="mapping", **where)
@@ -203,12 +207,12 @@ def read_run(path: str | Path, judge: str) -> ImportedRun:
         if attempts is None:
             attempts = []
         if not isinstance(attempts, list):
-            raise InputError(f"expected a list of earlier attempts, got {values.shown(attempts)}", field="attempts", **where)
+            raise InputError(f"expected a list of earlier attempts, got {shown(attempts)}", field="attempts", **where)
         parsed = obj.get("parsed")
         if parsed is None:
             parsed = {}
         if not isinstance(parsed, dict):
-            raise InputError(f"expected an object, got {values.shown(parsed)}", field="parsed", **where)
+            raise InputError(f"expected an object, got {shown(parsed)}", field="parsed", **where)
         raw = values.text(obj.get("raw_output"), "raw_output", where)
         selected = values.text(obj.get("selected_id"), "selected_id", where)
         flags = {k: values.flag(obj.get(k), k, where) for k in ("json_valid", "schema_valid", "recovered") if k in obj}
@@ -220,18 +224,18 @@ def read_run(path: str | Path, judge: str) -> ImportedRun:
         if parse_ok:
             if not isinstance(choice, str) or choice not in mapping:
                 raise InputError(
-                    f"parse_ok is true but the choice {values.shown(choice)} is not a shown label",
+                    f"parse_ok is true but the choice {shown(choice)} is not a shown label",
                     field="parsed.choice",
                     **where,
                 )
             if selected is not None and mapping[choice] != selected:
                 raise InputError(
-                    f"label {choice!r} maps to {mapping[choice]!r} but selected_id is {values.shown(selected)}",
+                    f"label {shown(choice)} maps to {shown(mapping[choice])} but selected_id is {shown(selected)}",
                     field="selected_id",
                     **where,
                 )
             if ranking is not None and not (isinstance(ranking, list) and all(isinstance(r, str) for r in ranking)):
-                raise InputError(f"expected a list of labels, got {values.shown(ranking)}", field="parsed.ranking", **where)
+                raise InputError(f"expected a list of labels, got {shown(ranking)}", field="parsed.ranking", **where)
             selected = mapping[choice]
             status = "recovered" if flags.get("recovered") else "ok"
         else:
@@ -282,7 +286,9 @@ def read_scores(path: str | Path, scorer: str) -> ImportedScores:
         raise InputError("expected a JSON object with 'scores'", **where)
     scores = _require(obj, "scores", dict, where)
     rows = [
-        {"candidate_id": cid, "score": values.number(v, f"scores.{cid}", where)} for cid, v in scores.items()
+        {"candidate_id": values.identifier(cid, f"scores.{excerpt(cid)}", where),
+         "score": values.number(v, f"scores.{excerpt(cid)}", where)}
+        for cid, v in scores.items()
     ]
     return ImportedScores(
         scorer=scorer,
@@ -304,14 +310,7 @@ def attach_images(
     InputError, naming the file (and row) and field, when an image does not decode,
     two files name one candidate, or a file leads outside `folder`.
     """
-    folder = Path(folder)
-    try:
-        is_folder = folder.is_dir()
-    except OSError as err:  # e.g. a name too long
-        raise InputError(f"cannot read ({err.strerror or err})", file=folder) from err
-    if not is_folder:
-        raise InputError("not a folder (expected image files named by candidate id, or data/*.parquet shards)",
-                         file=folder)
+    folder = input_files.folder(folder, "image files named by candidate id, or data/*.parquet shards")
     wanted = set(pools.candidates["candidate_id"])
     shards = image_shards(folder)
     if shards:
@@ -368,14 +367,15 @@ def _image_files(folder: Path, wanted: set[str]) -> tuple[dict[str, str], int]:
             unmatched += 1
             continue
         if cid in by_id:
-            raise InputError(f"candidate {cid!r} has two images here: {by_id[cid].name} and {entry.name}", file=folder)
+            raise InputError(f"candidate {shown(cid)} has two images here: {excerpt(by_id[cid].name)} and "
+                             f"{excerpt(entry.name)}", file=folder)
         by_id[cid] = entry
     found: dict[str, str] = {}
     for cid, entry in by_id.items():
         where = {"file": entry}
         located = images.confined_path(entry.name, folder, "image", where)
         if not images.existing_file(located, "image", where):
-            raise InputError("not a regular file", field="image", **where)
+            raise InputError("no such file (a dangling link)", field="image", **where)
         images.decoded_format(located, "image", where)
         found[cid] = str(located)
     return found, unmatched

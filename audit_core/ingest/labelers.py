@@ -16,6 +16,7 @@ import pandas as pd
 from audit_core import store
 from audit_core.errors import InputError
 from audit_core.ingest.pools import _claim_judge, _record_import_run, _stamped, file_sha256
+from audit_core.ingest.values import shown
 from audit_core.taxonomy import Taxonomy
 
 CALL_KEY = ("candidate_id", "condition")
@@ -43,14 +44,14 @@ class ImportedLabeler:
 
         unknown = ~answers["candidate_id"].isin(candidates["candidate_id"])
         if unknown.any():
-            fail(unknown, "candidate_id", f"unknown candidate id {answers.loc[unknown, 'candidate_id'].iloc[0]!r}")
+            fail(unknown, "candidate_id", f"unknown candidate id {shown(answers.loc[unknown, 'candidate_id'].iloc[0])}")
         dup = answers.duplicated(["candidate_id", "condition", "attribute"])
         if dup.any():
             row = answers.loc[dup].iloc[0]
             first = answers.loc[(answers["candidate_id"] == row["candidate_id"]) & (answers["condition"] == row["condition"])
                                 & (answers["attribute"] == row["attribute"]), "line"].iloc[0]
-            fail(dup, "attribute", f"duplicate answer: candidate {row['candidate_id']!r} attribute {row['attribute']!r} "
-                                   f"under condition {row['condition']!r} was already given on line {int(first)}")
+            fail(dup, "attribute", f"duplicate answer: candidate {shown(row['candidate_id'])} attribute {shown(row['attribute'])} "
+                                   f"under condition {shown(row['condition'])} was already given on line {int(first)}")
 
     def write(self, con: duckdb.DuckDBPyConnection, dataset_id: str, *, replace: bool) -> str:
         """Record the run (inside the caller's transaction); returns the report line."""

@@ -28,7 +28,9 @@ import duckdb
 import pandas as pd
 
 from audit_core import store
+from audit_core import input_files
 from audit_core.errors import InputError
+from audit_core.ingest.values import excerpt, name, shown
 from audit_core.orders import slot_labels
 from audit_core.records import DatasetRecord, RunRecord, TaxonomyRecord, utc_now
 from audit_core.schema import CALL_STATUSES, OUTCOME_SCALES, RATING_STATUSES
@@ -173,9 +175,9 @@ def utility_pools(pools: PoolSet) -> list[str]:
 
 
 def file_sha256(path: str | Path) -> str:
-    """SHA-256 of a file's bytes."""
+    """SHA-256 of a table's bytes (the file checked again as `input_files` checks every input)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with input_files.opened(path, input_files.TABLE) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -225,15 +227,15 @@ def check_pools(pools: PoolSet, *, selector_calls: bool = True) -> None:
 
     dup = prompts["prompt_id"].duplicated()
     if dup.any():
-        fail(f"prompt id {prompts.loc[dup, 'prompt_id'].iloc[0]!r} appears twice", prompts, dup, "prompt_id")
+        fail(f"prompt id {shown(prompts.loc[dup, 'prompt_id'].iloc[0])} appears twice", prompts, dup, "prompt_id")
     dup = candidates["candidate_id"].duplicated()
     if dup.any():
         cid = candidates.loc[dup, "candidate_id"].iloc[0]
-        fail(f"candidate id {cid!r} appears twice", candidates, dup, "candidate_id")
+        fail(f"candidate id {shown(cid)} appears twice", candidates, dup, "candidate_id")
     orphan = ~candidates["prompt_id"].isin(prompts["prompt_id"])
     if orphan.any():
         pid = candidates.loc[orphan, "prompt_id"].iloc[0]
-        fail(f"candidate of unknown prompt {pid!r}", candidates, orphan, "prompt_id")
+        fail(f"candidate of unknown prompt {shown(pid)}", candidates, orphan, "prompt_id")
     sizes = candidates.groupby("prompt_id").size().reindex(prompts["prompt_id"], fill_value=0)
     selection = ["selector decisions"] if selector_calls else []
     selection += [f"{UTILITY} ratings, the selection audit's utility"] if utility_pools(pools) else []
@@ -243,7 +245,7 @@ def check_pools(pools: PoolSet, *, selector_calls: bool = True) -> None:
         need = (f"a pool needs at least {MIN_POOL_SIZE} where a selection audit applies (this dataset has "
                 f"{' and '.join(selection)}; without them, one image per prompt suits rating and attribute judges)"
                 if selection else "a prompt needs at least one")
-        fail(f"prompt {pid!r} has {int(sizes[pid])} candidate(s); {need}", prompts, small, "candidates")
+        fail(f"prompt {shown(pid)} has {int(sizes[pid])} candidate(s); {need}", prompts, small, "candidates")
     if pools.ratings.empty and pools.votes.empty and pools.gold_labels.empty:
         raise InputError("no ratings and no votes (nor gold labels): nothing to audit the judges against "
                          "(give an alignment rating per candidate, votes, or gold labels)", file=source)
@@ -252,17 +254,17 @@ def check_pools(pools: PoolSet, *, selector_calls: bool = True) -> None:
     for name, frame in (("votes", pools.votes), ("ratings", pools.ratings)):
         stray = ~frame["candidate_id"].isin(candidates["candidate_id"])
         if stray.any():
-            fail(f"{name} for unknown candidate {frame.loc[stray, 'candidate_id'].iloc[0]!r}", frame, stray, "candidate_id")
+            fail(f"{name} for unknown candidate {shown(frame.loc[stray, 'candidate_id'].iloc[0])}", frame, stray, "candidate_id")
         values = pd.to_numeric(frame["value"], errors="coerce").astype(float)
         bad = ~values.map(math.isfinite).astype(bool)
         if bad.any():
             row = frame.loc[bad.to_numpy()].iloc[0]
-            fail(f"{row['outcome']} rating {row['value']!r} of {row['candidate_id']!r} is not a finite number", frame, bad, _field(row))
+            fail(f"{row['outcome']} rating {shown(row['value'])} of {shown(row['candidate_id'])} is not a finite number", frame, bad, _field(row))
         scales = {**pools.scales, **OUTCOME_SCALES}
         undeclared = ~frame["outcome"].isin(list(scales))
         if undeclared.any():
             row = frame.loc[undeclared.to_numpy()].iloc[0]
-            fail(f"outcome {row['outcome']!r} has no declared scale", frame, undeclared, _field(row))
+            fail(f"outcome {shown(row['outcome'])} has no declared scale", frame, undeclared, _field(row))
         low = frame["outcome"].map(lambda o: scales[o][0]).astype(float)
         high = frame["outcome"].map(lambda o: scales[o][1]).astype(float)
         off = (values < low) | (values > high)
@@ -270,7 +272,7 @@ def check_pools(pools: PoolSet, *, selector_calls: bool = True) -> None:
             row = frame.loc[off.to_numpy()].iloc[0]
             lo, hi = scales[row["outcome"]]
             fail(
-                f"{row['outcome']} rating {float(row['value'])!r} of {row['candidate_id']!r} is off its scale [{lo:g}, {hi:g}]",
+                f"{row['outcome']} rating {shown(float(row['value']))} of {shown(row['candidate_id'])} is off its scale [{lo:g}, {hi:g}]",
                 frame,
                 off,
                 _field(row),
@@ -279,7 +281,7 @@ def check_pools(pools: PoolSet, *, selector_calls: bool = True) -> None:
     if dup.any():
         row = pools.votes.loc[dup.to_numpy()].iloc[0]
         fail(
-            f"annotator {row['annotator']!r} rated {row['candidate_id']!r} twice for {row['outcome']} in pool {row['pool']!r}",
+            f"annotator {shown(row['annotator'])} rated {shown(row['candidate_id'])} twice for {row['outcome']} in pool {shown(row['pool'])}",
             pools.votes,
             dup,
             "annotator",
@@ -288,11 +290,12 @@ def check_pools(pools: PoolSet, *, selector_calls: bool = True) -> None:
     stray = ~attributes["candidate_id"].isin(candidates["candidate_id"])
     if stray.any():
         cid = attributes.loc[stray, "candidate_id"].iloc[0]
-        fail(f"attribute of unknown candidate {cid!r}", attributes, stray, "candidate_id")
+        fail(f"attribute of unknown candidate {shown(cid)}", attributes, stray, "candidate_id")
     dup = attributes.duplicated(["candidate_id", "attribute"])
     if dup.any():
         row = attributes.loc[dup.to_numpy()].iloc[0]
-        fail(f"candidate {row['candidate_id']!r} has attribute {row['attribute']!r} twice", attributes, dup, row["attribute"])
+        fail(f"candidate {shown(row['candidate_id'])} has attribute {shown(row['attribute'])} twice", attributes, dup,
+             excerpt(row["attribute"]))
     _check_gold_labels(pools, fail)
     ratings = pools.ratings
     for pool in utility_pools(pools):
@@ -301,7 +304,7 @@ def check_pools(pools: PoolSet, *, selector_calls: bool = True) -> None:
         if unrated.any():
             cid = candidates.loc[unrated, "candidate_id"].iloc[0]
             fail(
-                f"candidate {cid!r} has no {UTILITY} rating in pool {pool!r} ({int((~unrated).sum())} of "
+                f"candidate {shown(cid)} has no {UTILITY} rating in pool {shown(pool)} ({int((~unrated).sum())} of "
                 f"{len(candidates)} candidates have one): a pool's {UTILITY}, the selection audit's utility, "
                 "rates every candidate or none",
                 candidates,
@@ -320,20 +323,20 @@ def _check_gold_labels(pools: PoolSet, fail: Callable[[str, pd.DataFrame, pd.Ser
         raise InputError("gold labels without a taxonomy to check them against", file=pools.source)
     stray = ~gold["candidate_id"].isin(pools.candidates["candidate_id"])
     if stray.any():
-        fail(f"gold label of unknown candidate {gold.loc[stray, 'candidate_id'].iloc[0]!r}", gold, stray, "candidate_id")
+        fail(f"gold label of unknown candidate {shown(gold.loc[stray, 'candidate_id'].iloc[0])}", gold, stray, "candidate_id")
     dup = gold.duplicated(["candidate_id", "attribute"])
     if dup.any():
         row = gold.loc[dup.to_numpy()].iloc[0]
-        fail(f"candidate {row['candidate_id']!r} has two gold labels for {row['attribute']!r}", gold, dup, "attribute")
+        fail(f"candidate {shown(row['candidate_id'])} has two gold labels for {shown(row['attribute'])}", gold, dup, "attribute")
     answers = {a.name: set(a.answers()) for a in pools.taxonomy.attributes}
     unknown = ~gold["attribute"].isin(list(answers))
     if unknown.any():
-        fail(f"attribute {gold.loc[unknown, 'attribute'].iloc[0]!r} is not in taxonomy {pools.taxonomy.name!r} "
+        fail(f"attribute {shown(gold.loc[unknown, 'attribute'].iloc[0])} is not in taxonomy {shown(pools.taxonomy.name)} "
              f"({', '.join(answers)})", gold, unknown, "attribute")
     off = ~pd.Series([label in answers[a] for a, label in zip(gold["attribute"], gold["label"])], index=gold.index)
     if off.any():
         row = gold.loc[off.to_numpy()].iloc[0]
-        fail(f"{row['label']!r} is not a label of {row['attribute']!r} "
+        fail(f"{shown(row['label'])} is not a label of {shown(row['attribute'])} "
              f"({', '.join(sorted(answers[row['attribute']]))})", gold, off, "label")
 
 
@@ -362,36 +365,36 @@ def check_calls(run: ImportedRun, candidates: pd.DataFrame) -> None:
     for i, call in enumerate(calls.itertuples(index=False)):
         pid, slots = call.prompt_id, list(call.slot_candidate_ids)
         if pid not in members:
-            fail(i, "prompt_id", f"unknown prompt id {pid!r}")
+            fail(i, "prompt_id", f"unknown prompt id {shown(pid)}")
         pool = members[pid]
         for cid in slots:
             if cid not in pool:
-                fail(i, "slot_candidate_ids", f"{cid!r} is not a candidate of prompt {pid!r} (candidates: {', '.join(pool)})")
+                fail(i, "slot_candidate_ids", f"{shown(cid)} is not a candidate of prompt {shown(pid)} (candidates: {excerpt(', '.join(pool))})")
         if sorted(slots) != pool:
             missing = sorted(set(pool) - set(slots))
             problem = f"misses {', '.join(missing)}" if missing else "shows a candidate twice"
             fail(i, "slot_candidate_ids", f"the slot order {problem}; every call shows the whole pool once")
         if call.status not in CALL_STATUSES:
-            fail(i, "status", f"status {call.status!r} is not one of {', '.join(CALL_STATUSES)}")
+            fail(i, "status", f"status {shown(call.status)} is not one of {', '.join(CALL_STATUSES)}")
         labels = slot_labels(len(slots))
         chosen, label = call.chosen_candidate_id, call.choice_label
         if call.status in CHOSEN_STATUSES:
             if not isinstance(chosen, str):
-                fail(i, "chosen_candidate_id", f"a call with status {call.status!r} must name the chosen candidate")
+                fail(i, "chosen_candidate_id", f"a call with status {shown(call.status)} must name the chosen candidate")
             if chosen not in slots:
-                fail(i, "chosen_candidate_id", f"{chosen!r} is not among the images shown ({', '.join(slots)})")
+                fail(i, "chosen_candidate_id", f"{shown(chosen)} is not among the images shown ({excerpt(', '.join(slots))})")
             if label != labels[slots.index(chosen)]:
-                fail(i, "choice_label", f"label {label!r} does not show {chosen!r} (slot {labels[slots.index(chosen)]})")
+                fail(i, "choice_label", f"label {shown(label)} does not show {shown(chosen)} (slot {labels[slots.index(chosen)]})")
         elif isinstance(chosen, str) or isinstance(label, str):
-            fail(i, "chosen_candidate_id", f"a call with status {call.status!r} chooses nothing")
+            fail(i, "chosen_candidate_id", f"a call with status {shown(call.status)} chooses nothing")
         ranking = call.ranking
         if isinstance(ranking, (list, tuple)) and (
             len(set(ranking)) != len(ranking) or not set(ranking) <= set(labels)
         ):
-            fail(i, "ranking", f"ranking {list(ranking)!r} must list shown labels ({', '.join(labels)}) at most once")
+            fail(i, "ranking", f"ranking {shown(list(ranking))} must list shown labels ({', '.join(labels)}) at most once")
         key = (pid, int(call.order_index))
         if key in seen:
-            fail(i, "order_index", f"duplicate call: prompt {pid!r} order {key[1]} was already recorded on line {seen[key]}")
+            fail(i, "order_index", f"duplicate call: prompt {shown(pid)} order {key[1]} was already recorded on line {seen[key]}")
         seen[key] = int(lines.iloc[i])
 
 
@@ -400,13 +403,13 @@ def check_scores(imported: ImportedScores, candidates: pd.DataFrame) -> None:
     where = {"file": imported.source_file, "field": "scores"}
     ids = imported.scores["candidate_id"]
     if ids.duplicated().any():
-        raise InputError(f"candidate {ids[ids.duplicated()].iloc[0]!r} is scored twice", **where)
+        raise InputError(f"candidate {shown(ids[ids.duplicated()].iloc[0])} is scored twice", **where)
     unknown = sorted(set(ids) - set(candidates["candidate_id"]))
     if unknown:
-        raise InputError(f"unknown candidate id {unknown[0]!r} ({len(unknown)} unknown in all)", **where)
+        raise InputError(f"unknown candidate id {shown(unknown[0])} ({len(unknown)} unknown in all)", **where)
     missing = sorted(set(candidates["candidate_id"]) - set(ids))
     if missing:
-        raise InputError(f"no score for candidate {missing[0]!r} ({len(missing)} missing in all)", **where)
+        raise InputError(f"no score for candidate {shown(missing[0])} ({len(missing)} missing in all)", **where)
 
 
 def check_ratings(imported: ImportedRatings, candidates: pd.DataFrame) -> None:
@@ -426,11 +429,11 @@ def check_ratings(imported: ImportedRatings, candidates: pd.DataFrame) -> None:
     unknown = ~calls["candidate_id"].isin(candidates["candidate_id"])
     if unknown.any():
         i = int(unknown.to_numpy().argmax())
-        fail(i, "candidate_id", f"unknown candidate id {calls['candidate_id'].iloc[i]!r}")
+        fail(i, "candidate_id", f"unknown candidate id {shown(calls['candidate_id'].iloc[i])}")
     bad = ~calls["status"].isin(RATING_STATUSES)
     if bad.any():
         i = int(bad.to_numpy().argmax())
-        fail(i, "status", f"status {calls['status'].iloc[i]!r} is not one of {', '.join(RATING_STATUSES)}")
+        fail(i, "status", f"status {shown(calls['status'].iloc[i])} is not one of {', '.join(RATING_STATUSES)}")
     rating = pd.to_numeric(calls["rating"], errors="coerce").astype(float)
     ok = (calls["status"] == "ok").to_numpy()
     unrated = ok & rating.isna().to_numpy()
@@ -439,17 +442,17 @@ def check_ratings(imported: ImportedRatings, candidates: pd.DataFrame) -> None:
     off = ok & ~(rating.between(lo, hi) & (rating % 1 == 0)).to_numpy()
     if off.any():
         i = int(off.argmax())
-        fail(i, "rating", f"expected an integer from {lo} to {hi}, got {calls['rating'].iloc[i]!r}")
+        fail(i, "rating", f"expected an integer from {lo} to {hi}, got {shown(calls['rating'].iloc[i])}")
     stray = ~ok & rating.notna().to_numpy()
     if stray.any():
         i = int(stray.argmax())
-        fail(i, "rating", f"a call with status {calls['status'].iloc[i]!r} has no rating (only 'ok' calls carry one)")
+        fail(i, "rating", f"a call with status {shown(calls['status'].iloc[i])} has no rating (only 'ok' calls carry one)")
     dup = calls.duplicated(["candidate_id", "condition"]).to_numpy()
     if dup.any():
         i = int(dup.argmax())
         cid, condition = calls["candidate_id"].iloc[i], calls["condition"].iloc[i]
         first = (calls["candidate_id"] == cid) & (calls["condition"] == condition)
-        fail(i, "candidate_id", f"duplicate call: candidate {cid!r} under condition {condition!r} was already "
+        fail(i, "candidate_id", f"duplicate call: candidate {shown(cid)} under condition {shown(condition)} was already "
                                 f"recorded on line {int(lines[first.to_numpy()].iloc[0])}")
 
 
@@ -471,7 +474,7 @@ def write_pools(con: duckdb.DuckDBPyConnection, pools: PoolSet, *, replace: bool
             return "unchanged"
         if not replace:
             raise InputError(
-                f"dataset {pools.dataset_id!r} already exists with different pools or ratings; "
+                f"dataset {shown(pools.dataset_id)} already exists with different pools or ratings; "
                 "pass --replace to overwrite it (its recorded runs are dropped)",
                 file=pools.source,
             )
@@ -522,7 +525,7 @@ def _claim_judge(
         return None
     if not replace:
         raise InputError(
-            f"judge {judge!r} already has recorded calls or scores on dataset {dataset_id!r}; "
+            f"judge {shown(judge)} already has recorded calls or scores on dataset {shown(dataset_id)}; "
             "choose another name or pass --replace",
             file=source,
         )
@@ -681,8 +684,10 @@ def write_dataset(
     (see `store.writing`). Returns one report line per part written. Prompts
     need ≥ MIN_POOL_SIZE candidates only when selector decisions (`runs`) come with them.
     """
-    check_pools(pools, selector_calls=bool(runs))
     names = [r.judge for r in runs] + [s.scorer for s in scores] + [r.judge for r in ratings] + [a.judge for a in attached]
+    for given, what in ((pools.dataset_id, "dataset"), *((n, "judge") for n in names)):
+        name(given, what)
+    check_pools(pools, selector_calls=bool(runs))
     for other in attached:
         other.check(pools.candidates)
     for run in runs:
@@ -693,7 +698,7 @@ def write_dataset(
         check_ratings(rated, pools.candidates)
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
-        raise InputError(f"judge name {repeated[0]!r} is given twice; every run needs its own name")
+        raise InputError(f"judge name {shown(repeated[0])} is given twice; every run needs its own name")
     with store.writing(db) as con, store.transaction(con):
         report = [f"pools: {write_pools(con, pools, replace=replace, selector_calls=bool(runs))}"]
         for run in runs:

@@ -8,7 +8,8 @@ the last) and JSON nested too deeply to read.
 
 Undecodable bytes are decoded as lone surrogates (Python's surrogateescape), so
 the parsers still see the structure and `text_problem` can point at the field
-holding them.
+holding them. Every file is opened through `audit_core.input_files`: a regular
+file of bounded size, or refused.
 """
 
 from __future__ import annotations
@@ -21,19 +22,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from audit_core import input_files
 from audit_core.errors import InputError
+from audit_core.ingest.values import excerpt
 
 BOM = "\ufeff"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 PARQUET_BATCH_ROWS = 256
-
-
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes; InputError naming the file and the reason when it cannot be read."""
-    try:
-        return path.read_bytes()
-    except OSError as err:
-        raise InputError(f"cannot read file ({err.strerror or err})", file=path) from err
 
 
 def decoded(data: bytes) -> str:
@@ -67,7 +62,8 @@ def json_text_problem(obj: object) -> tuple[str, str] | None:
                 problem = text_problem(key)
                 if problem:
                     return path or "(top level)", f"a key is {problem}"
-            stack.extend(reversed([(f"{path}.{key}" if path else key, child) for key, child in value.items()]))
+            stack.extend(reversed([(f"{path}.{excerpt(key)}" if path else excerpt(key), child)
+                                   for key, child in value.items()]))
         elif isinstance(value, list):
             stack.extend(reversed([(f"{path}[{i}]", child) for i, child in enumerate(value)]))
     return None
@@ -113,7 +109,7 @@ def parsed_json(text: str, position: int, where: dict) -> tuple[object, int]:
         message = f"not valid JSON: {err.msg} (column {err.colno})"
         raise InputError(message, file=where["file"], line=line_of(err.pos)) from err
     except _RepeatedKey as err:
-        raise InputError("key appears twice in one object", field=err.key, file=where["file"], line=line_of(position)) from err
+        raise InputError("key appears twice in one object", field=excerpt(err.key), file=where["file"], line=line_of(position)) from err
     except RecursionError as err:
         raise InputError("not readable JSON (nested too deeply)", file=where["file"], line=line_of(position)) from err
     except ValueError as err:  # an integer literal longer than Python converts (sys.get_int_max_str_digits)
@@ -128,7 +124,7 @@ def parsed_json(text: str, position: int, where: dict) -> tuple[object, int]:
 def json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line of a JSONL file."""
     path = Path(path)
-    text = decoded(read_bytes(path))
+    text = decoded(input_files.read_bytes(path, input_files.TABLE))
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip(" \t\r"):
             continue
@@ -144,7 +140,7 @@ def json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
 def json_document(path: str | Path) -> object:
     """The single JSON value a file holds."""
     path = Path(path)
-    text = decoded(read_bytes(path))
+    text = decoded(input_files.read_bytes(path, input_files.TABLE))
     obj, end = parsed_json(text, skip_space(text, 0), {"file": path, "line": None})
     if text[end:].strip(" \t\r\n"):
         raise InputError("unexpected text after the JSON value", file=path, line=text.count("\n", 0, end) + 1)
@@ -158,31 +154,39 @@ def skip_space(text: str, position: int) -> int:
     return position
 
 
-def parquet_rows(path: str | Path, columns: Sequence[str] | None = None) -> Iterator[tuple[int, dict]]:
+def parquet_rows(
+    path: str | Path, columns: Sequence[str] | None = None, kind: str = input_files.TABLE
+) -> Iterator[tuple[int, dict]]:
     """Stream a Parquet file's rows as dicts (row numbers from 1), in batches.
 
     `columns` (when given) must all exist and are the only ones read. A string
-    cell that is not UTF-8 is refused naming its row and column.
+    cell that is not UTF-8 is refused naming its row and column. The file is a
+    regular file within the limit of its `kind` (`input_files`).
     """
     path = Path(path)
+    with input_files.opened(path, kind) as source:
+        yield from _parquet_rows(path, source, columns)
+
+
+def _parquet_rows(path: Path, source: object, columns: Sequence[str] | None) -> Iterator[tuple[int, dict]]:
     try:
-        handle = pq.ParquetFile(path)
+        handle = pq.ParquetFile(source)
         if columns is not None:
             missing = [c for c in columns if c not in handle.schema_arrow.names]
             if missing:
-                raise InputError("missing column", file=path, field=missing[0])
+                raise InputError("missing column", file=path, field=excerpt(missing[0]))
         number = 0
         for batch in handle.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=columns):
             try:
                 rows = batch.to_pylist()
             except UnicodeDecodeError as err:
                 row, column = _undecodable_cell(batch)
-                raise InputError("not UTF-8 text", file=path, line=number + row, field=column) from err
+                raise InputError("not UTF-8 text", file=path, line=number + row, field=excerpt(column)) from err
             for row in rows:
                 number += 1
                 yield number, row
     except (OSError, pa.ArrowException) as err:
-        raise InputError(f"not a readable Parquet file ({err})", file=path) from err
+        raise InputError(f"not a readable Parquet file ({excerpt(str(err))})", file=path) from err
 
 
 def _undecodable_cell(batch: pa.RecordBatch) -> tuple[int, str]:

@@ -39,13 +39,16 @@ import csv
 import io
 import math
 import re
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pandas as pd
 
+from audit_core import input_files
 from audit_core.errors import InputError
 from audit_core.ingest import images, judgeacts, sources, values
+from audit_core.ingest.values import excerpt, shown
 from audit_core.ingest.pools import (
     CHOSEN_STATUSES,
     ImportedRatings,
@@ -106,23 +109,18 @@ def read_rows(path: str | Path) -> Iterator[tuple[int, dict]]:
             # pandas writes a missing float as NaN; in JSONL a NaN is a value, refused as not finite
             yield number, {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
     else:
-        raise InputError(f"unsupported extension {suffix!r}; use .csv, .parquet or .jsonl", file=path)
+        raise InputError(f"unsupported extension {shown(suffix)}; use .csv, .parquet or .jsonl", file=path)
 
 
 def _csv_rows(path: Path) -> Iterator[tuple[int, dict]]:
-    text = sources.decoded(sources.read_bytes(path))
+    text = sources.decoded(input_files.read_bytes(path, input_files.TABLE))
     dirty = sources.text_problem(text) is not None  # some cell holds bytes that are not UTF-8
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = next(reader, None)
         if not header:
             raise InputError("no header row", file=path, line=1)
-        for i, name in enumerate(header):
-            problem = dirty and sources.text_problem(name)
-            if problem:
-                raise InputError(f"header cell {problem}", file=path, line=1, field=f"column {i + 1}")
-            if name in header[:i]:
-                raise InputError("column appears twice in the header", file=path, line=1, field=name)
+        _check_header(path, header, dirty)
         start = reader.line_num + 1
         for cells in reader:
             if any(cell.strip() for cell in cells):
@@ -140,6 +138,18 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict]]:
         raise InputError(f"malformed CSV ({err})", file=path, line=reader.line_num) from err
 
 
+def _check_header(path: Path, header: list[str], dirty: bool) -> None:
+    """InputError naming the first header cell that is not UTF-8 or repeats another (in time linear in its width)."""
+    for i, name in enumerate(header):
+        problem = dirty and sources.text_problem(name)
+        if problem:
+            raise InputError(f"header cell {problem}", file=path, line=1, field=f"column {i + 1}")
+    counts = Counter(header)
+    if len(counts) < len(header):
+        name = next(name for name in header if counts[name] > 1)
+        raise InputError("column appears twice in the header", file=path, line=1, field=excerpt(name))
+
+
 class _Row:
     """Typed access to one row's fields; every error names file, line and column."""
 
@@ -148,7 +158,8 @@ class _Row:
         unknown = sorted(set(cells) - allowed)
         if unknown:
             raise InputError(
-                f"unknown column; expected some of {', '.join(sorted(allowed))}{hint}", field=unknown[0], **self.where
+                f"unknown column; expected some of {', '.join(sorted(allowed))}{hint}", field=excerpt(unknown[0]),
+                **self.where
             )
         self.cells = cells
 
@@ -193,8 +204,8 @@ class _Row:
         value = self.cells[column]
         if isinstance(value, str):
             value = value.split(LIST_SEPARATOR)
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v.strip() for v in value):
-            self.fail(column, f"expected a list of ids (or 'a{LIST_SEPARATOR}b{LIST_SEPARATOR}c'), got {values.shown(value)}")
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and not values.blank(v) for v in value):
+            self.fail(column, f"expected a list of ids (or 'a{LIST_SEPARATOR}b{LIST_SEPARATOR}c'), got {shown(value)}")
         return [v.strip() for v in value]
 
 
@@ -230,7 +241,8 @@ def read_pools_table(
         cid = row.text("candidate_id", required=True, id_like=True)
         pool = row.text("pool", id_like=True) or DEFAULT_POOL
         if (cid, pool) in seen:
-            row.fail("candidate_id", f"duplicate row: candidate {cid!r} in pool {pool!r} already on line {seen[cid, pool]}")
+            row.fail("candidate_id", f"duplicate row: candidate {shown(cid)} in pool {shown(pool)} already on line "
+                                     f"{seen[cid, pool]}")
         seen[cid, pool] = line
         prompt = {"prompt_id": pid, "line": line, **{c: row.text(c) for c in PROMPT_COLUMNS}}
         if prompt["prompt"] is None:
@@ -243,10 +255,10 @@ def read_pools_table(
             "image_path": _image_path(row, path.parent),
             **{c: _attribute(row, c) for c in attribute_columns},
         }
-        _agree(row, prompts, pid, prompt, PROMPT_COLUMNS, f"prompt {pid!r}")
+        _agree(row, prompts, pid, prompt, PROMPT_COLUMNS, f"prompt {shown(pid)}")
         first = candidates.get(cid, candidate)
         attributes_here = {c for c in (*first, *candidate) if ATTRIBUTE_COLUMN.fullmatch(c)}
-        _agree(row, candidates, cid, candidate, (*CANDIDATE_COLUMNS, *sorted(attributes_here)), f"candidate {cid!r}")
+        _agree(row, candidates, cid, candidate, (*CANDIDATE_COLUMNS, *sorted(attributes_here)), f"candidate {shown(cid)}")
         n = row.integer("n", minimum=1)
         for outcome in outcomes:
             value = row.number(outcome)
@@ -321,7 +333,7 @@ def rating_scale(outcome: str, scales: Mapping[str, tuple[float, float]] | None 
         raise InputError(_no_scale(outcome, known), field="--rating-outcome")
     lo, hi = known[outcome]
     if not (float(lo).is_integer() and float(hi).is_integer()):
-        raise InputError(f"outcome {outcome!r} is on [{lo:g}, {hi:g}]: a rating judge rates integers, so its "
+        raise InputError(f"outcome {shown(outcome)} is on [{lo:g}, {hi:g}]: a rating judge rates integers, so its "
                          "scale needs integer ends", field="--rating-outcome")
     return int(lo), int(hi)
 
@@ -332,7 +344,7 @@ def _known_scales(declared: Mapping[str, tuple[float, float]] | None) -> dict[st
 
 
 def _no_scale(outcome: str, known: Mapping[str, tuple[float, float]]) -> str:
-    return f"outcome {outcome!r} has no scale: use one of {', '.join(sorted(known))} or declare yours with --outcome NAME=LO:HI"
+    return f"outcome {shown(outcome)} has no scale: use one of {', '.join(sorted(known))} or declare yours with --outcome NAME=LO:HI"
 
 
 def declared_scale(text: str) -> tuple[str, tuple[float, float]]:
@@ -341,11 +353,11 @@ def declared_scale(text: str) -> tuple[str, tuple[float, float]]:
     lo_text, colon, hi_text = bounds.partition(":")
     lo, hi = values.parsed_number(lo_text), values.parsed_number(hi_text)
     if not sep or not colon or lo is None or hi is None or not lo < hi:
-        raise ValueError(f"expected NAME=LO:HI with numbers LO < HI, got {text!r}")
+        raise ValueError(f"expected NAME=LO:HI with numbers LO < HI, got {shown(text)}")
     if not name.isidentifier() or not name.isascii():
-        raise ValueError(f"outcome name {name!r} must be letters, digits and underscores")
+        raise ValueError(f"outcome name {shown(name)} must be letters, digits and underscores")
     if name in POOL_COLUMNS:
-        raise ValueError(f"{name!r} is a column of the contract already; built-in outcomes have fixed scales")
+        raise ValueError(f"{shown(name)} is a column of the contract already; built-in outcomes have fixed scales")
     return name, (lo, hi)
 
 
@@ -365,7 +377,8 @@ def _agree(row: _Row, seen: dict[str, dict], key: str, record: dict, columns: tu
     first = seen.setdefault(key, record)
     for column in columns:
         if first.get(column) != record.get(column):
-            row.fail(column, f"{what} has {first.get(column)!r} on line {first['line']} but {record.get(column)!r} here")
+            row.fail(column, f"{what} has {shown(first.get(column))} on line {first['line']} but "
+                             f"{shown(record.get(column))} here")
 
 
 def read_decisions_table(path: str | Path, judge: str) -> ImportedRun:
@@ -387,7 +400,7 @@ def read_decisions_table(path: str | Path, judge: str) -> ImportedRun:
         chosen = row.text("chosen_candidate_id", id_like=True)
         label = row.text("choice_label", id_like=True)
         if label is not None and label not in labels:
-            row.fail("choice_label", f"{label!r} is not a slot label ({', '.join(labels)})")
+            row.fail("choice_label", f"{shown(label)} is not a slot label ({', '.join(labels)})")
         if chosen is None and label is not None:
             chosen = slots[labels.index(label)]
         elif chosen is not None and label is None and chosen in slots:
@@ -397,9 +410,9 @@ def read_decisions_table(path: str | Path, judge: str) -> ImportedRun:
         if status is None:
             status = _default_status(chosen is not None, raw)
         elif status not in CALL_STATUSES:
-            row.fail("status", f"{status!r} is not one of {', '.join(CALL_STATUSES)}")
+            row.fail("status", f"{shown(status)} is not one of {', '.join(CALL_STATUSES)}")
         if status in CHOSEN_STATUSES and chosen is None:
-            row.fail("chosen_candidate_id", f"status {status!r} needs chosen_candidate_id or choice_label")
+            row.fail("chosen_candidate_id", f"status {shown(status)} needs chosen_candidate_id or choice_label")
         calls.append(
             {
                 "line": line,
@@ -485,8 +498,8 @@ def _taxonomy_attribute(row: _Row, taxonomy: Taxonomy) -> Attribute:
     """The row's `attribute`, which must be one of the taxonomy's."""
     name = row.text("attribute", required=True, id_like=True)
     if name not in taxonomy.names():
-        row.fail("attribute", f"{name!r} is not an attribute of taxonomy {taxonomy.name!r} "
-                              f"({', '.join(taxonomy.names())})")
+        row.fail("attribute", f"{shown(name)} is not an attribute of taxonomy {shown(taxonomy.name)} "
+                              f"({excerpt(', '.join(taxonomy.names()))})")
     return taxonomy.attribute(name)
 
 
@@ -504,8 +517,8 @@ def read_gold_labels_table(path: str | Path, taxonomy: Taxonomy) -> pd.DataFrame
         attribute = _taxonomy_attribute(row, taxonomy)
         label = row.text("label", required=True)
         if label not in attribute.answers():
-            row.fail("label", f"{values.shown(label)} is not a label of {attribute.name!r} in taxonomy "
-                              f"{taxonomy.name!r} ({', '.join(attribute.answers())})")
+            row.fail("label", f"{shown(label)} is not a label of {shown(attribute.name)} in taxonomy "
+                              f"{shown(taxonomy.name)} ({excerpt(', '.join(attribute.answers()))})")
         rows.append({"candidate_id": cid, "attribute": attribute.name, "label": label, "line": line, "file": str(path)})
     if not rows:
         raise InputError("no gold labels found", file=path)

@@ -1,28 +1,76 @@
-"""Strict field values for the readers: numbers, integers in a column's range, text, ids.
+"""Strict field values for the readers: numbers, integers in a column's range, text, ids and names.
 
 Each check takes the raw value (from JSON, a CSV cell or Parquet), the field's
 name and `where` ({"file": ..., "line": ...}) and returns the clean value or
 raises InputError naming file, line and field. Numbers written as text follow
 one ASCII syntax, `[+-]digits[.digits][e[+-]digits]`: Python's float() also
 takes `1_0`, non-ASCII digits, 'nan' and 'inf', which no table means.
+
+Names and ids (dataset, judge, scorer, rater, pool, condition, annotator,
+outcome, prompt and candidate ids) are never blank: a name is blank when it has
+no visible character, every character being whitespace (`str.isspace`: spaces,
+tabs, line breaks, no-break and ideographic spaces), a format character
+(Unicode category Cf: zero-width spaces and joiners, the byte-order mark,
+direction marks) or a control character (Cc). Such a name would show as nothing
+in the app and the reports, and two of them could not be told apart.
+
+Error messages quote a user's value through `shown` (or `excerpt` for text
+that is not a single value), at most EXCERPT_CHARS characters of it followed by
+how many more there were, so a huge field cannot flood a message.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
+from collections.abc import Mapping, Sequence
 
 from audit_core.errors import InputError
 from audit_core.schema import INTEGER_MAX
 
 NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-SHOWN_CHARS = 60
+EXCERPT_CHARS = 80
+BLANK = "a name cannot be blank"
+_INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc"})
+
+
+def excerpt(text: str) -> str:
+    """`text` when it has at most EXCERPT_CHARS characters, else its first EXCERPT_CHARS and
+    "… (N more characters)"."""
+    if len(text) <= EXCERPT_CHARS:
+        return text
+    return f"{text[:EXCERPT_CHARS]}… ({len(text) - EXCERPT_CHARS:,} more characters)"
 
 
 def shown(value: object) -> str:
-    """repr(value), cut to about SHOWN_CHARS characters so a huge field cannot flood a message."""
-    text = repr(value)
-    return text if len(text) <= SHOWN_CHARS else f"{text[: SHOWN_CHARS - 5]}…{text[-4:]} ({len(text)} characters)"
+    """repr(value) for a message, a long one cut as `excerpt` cuts text (a long string is cut
+    before its repr is made, so quoting a 500 MB field costs no more than quoting a short one)."""
+    if isinstance(value, str) and len(value) > EXCERPT_CHARS:
+        return f"{value[:EXCERPT_CHARS]!r}… ({len(value) - EXCERPT_CHARS:,} more characters)"
+    return excerpt(repr(value))
+
+
+def blank(text: str) -> bool:
+    """Whether `text` has no visible character (module docstring): empty, or only whitespace,
+    format and control characters."""
+    return all(ch.isspace() or unicodedata.category(ch) in _INVISIBLE_CATEGORIES for ch in text)
+
+
+def name(value: object, field: str, where: Mapping | None = None) -> str:
+    """`value` when it is a name that is not blank; InputError naming `field` (and `where`) otherwise."""
+    if not isinstance(value, str):
+        raise InputError(f"expected a name (text), got {shown(value)}", field=field, **dict(where or {}))
+    if blank(value):
+        raise InputError(BLANK, field=field, **dict(where or {}))
+    return value
+
+
+def names(given: Mapping[str, str | Sequence[str] | None]) -> None:
+    """Check every name given on a command line: {flag: name, names or None (not given)}."""
+    for flag, value in given.items():
+        for one in [value] if isinstance(value, str) else value or ():
+            name(one, flag)
 
 
 def real(value: object) -> float | None:
@@ -90,15 +138,15 @@ def text(value: object, field: str, where: dict, *, required: bool = False) -> s
 
 
 def identifier(value: object, field: str, where: dict, *, integers: bool = False) -> str:
-    """A string that is not blank, as given; with `integers`, an int id is taken as its text."""
+    """A string that is not `blank`, as given; with `integers`, an int id is taken as its text."""
     if integers and isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     if value is None:
         raise InputError("missing", field=field, **where)
     if not isinstance(value, str):
         raise InputError(f"expected an id (text), got {shown(value)}", field=field, **where)
-    if not value.strip():
-        raise InputError("empty id", field=field, **where)
+    if blank(value):
+        raise InputError(BLANK, field=field, **where)
     return value
 
 
