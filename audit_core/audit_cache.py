@@ -7,26 +7,50 @@ or an ingest changes the fingerprint, so no runner has to invalidate anything: a
 stale entry is simply never asked for again (and is removed when a newer one of the
 dataset is stored).
 
-Entries live in `<db folder>/<db stem>_cache/<dataset>/<hash of the key>/`: one Parquet
-file per table (and per string array), one .npy per numeric array, and a `manifest.json`
-holding the key, the other fields as JSON and the SHA-256 of every file. Nothing is
-pickled and loading executes no code (`np.load(allow_pickle=False)`, Parquet): a manifest
-that does not parse, names another key, other fields than the result's class or a file
-name this module does not write, or a file whose hash differs, makes the entry a miss
-(it is recomputed). When
-the folder cannot be written the result is simply not kept (the app keeps it in memory).
+Entries live in `<db folder>/<db stem>_cache/<dataset>/<entry>/`: one Parquet file per
+table (and per string array), one .npy per numeric array, and a `manifest.json` holding
+the key, the other fields as JSON and the size and SHA-256 of every file. The entry's
+name is an HMAC of the key, and the manifest's first line an HMAC-SHA256 of the rest,
+both under this installation's key (`audit_core.install_key`: in the user's own
+configuration folder, never beside the database).
+
+The cache is a convenience, never an input. An entry is used only when its manifest
+authenticates under this installation's key, names exactly the key asked for, the
+result's class and fields and only file names this module writes, and every file is a
+regular file of the recorded size and SHA-256. So an entry made or edited elsewhere (by
+another installation, or with its file hashes updated to match edited data) is a miss,
+and the result is recomputed from the database. A manifest is parsed only once it
+authenticates, so one that is malformed or absurdly nested is a miss before any parsing.
+Nothing is pickled and loading executes no code (`np.load(allow_pickle=False)`, Parquet,
+both from the checked bytes). A link, FIFO, device or folder where a folder or file of
+the cache should be is neither followed nor read (`audit_core.owned_files`): a miss, at once.
+
+Nothing is written or removed outside the cache: `<db stem>_cache`, `<dataset>` and the
+entry are reached without following links, so when one of them is a link (or a file) the
+result is simply not kept; `store` returns why (logged at INFO only: the app keeps the result in
+memory, `runners.analyze --cache-only` says it could not keep it). A result is written
+into a fresh staging folder and renamed into place, so a reader sees a whole entry or
+none. An entry is removed (when its key is stored again, or as stale: same dataset,
+another content or code fingerprint) only when its manifest authenticates, that is when
+this installation wrote it, and never through a link; anything else in the cache is left
+alone, and an entry's place held by something this installation did not write means the
+result is not kept. Entries of an earlier format are never read, nor removed (delete the
+folder to reclaim their space). Without a usable key nothing is kept or read.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
+import hmac
+import io
 import json
 import logging
 import os
 import re
 import shutil
-import tempfile
+import stat
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -38,11 +62,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from audit_core import install_key, owned_files
 from audit_core.ingest.culturalframes import file_stem
 
-FORMAT = 1
+FORMAT = 2  # 2: authenticated manifests and entry names
 MANIFEST = "manifest.json"
 MAX_MANIFEST_BYTES = 16 << 20  # a manifest holds notes and small dicts; anything larger is not one of ours
+DIGEST_HEX = 64  # the manifest's first line: HMAC-SHA256 of the rest, in hex
+STAGING = ".staging-"  # entries being written; names starting with a dot are never entries
 CODE_ROOT = Path(__file__).resolve().parent  # audit_core: every module an audit result can depend on
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -121,80 +148,124 @@ def data_key(content: str, dataset_id: str, pool: str) -> dict[str, Any]:
     return cache_key(content, dataset_id, "data", pool=pool)
 
 
-def _entry(db_path: str | Path, key: Mapping[str, Any]) -> Path:
-    name = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
-    return cache_folder(db_path) / file_stem(str(key["dataset"])) / name
+def _sign(secret: bytes, data: bytes) -> str:
+    """HMAC-SHA256 of `data` under `secret`, in hex."""
+    return hmac.new(secret, data, hashlib.sha256).hexdigest()
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def _entry_name(secret: bytes, key: Mapping[str, Any]) -> str:
+    """The name of `key`'s entry: an HMAC of the key, so installations sharing a folder never share an entry."""
+    return _sign(secret, json.dumps(key, sort_keys=True).encode())[:32]
+
+
+def _dataset_folder(db_path: str | Path, key: Mapping[str, Any]) -> tuple[Path, list[str]]:
+    """(the database's folder, the names leading from it to `key`'s dataset folder in the cache)."""
+    folder = cache_folder(db_path)
+    return folder.parent, [folder.name, file_stem(str(key["dataset"]))]
+
+
+def _manifest(entry: int, secret: bytes) -> dict | None:
+    """The manifest of the open entry folder `entry` when it authenticates under `secret`, else None
+    (parsed only then); OSError when it is not a regular file of bounded size."""
+    data = owned_files.read_regular(entry, MANIFEST, MAX_MANIFEST_BYTES)
+    signature, body = data[:DIGEST_HEX], data[DIGEST_HEX + 1:]
+    if data[DIGEST_HEX:DIGEST_HEX + 1] != b"\n" or not hmac.compare_digest(signature, _sign(secret, body).encode()):
+        return None
+    try:
+        manifest = json.loads(body)
+    except (ValueError, RecursionError):  # never for a manifest this module wrote
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def _entry_manifest(dataset: int, name: str, secret: bytes) -> dict | None:
+    """The authenticated manifest of the entry folder `name` in the open dataset folder, None when
+    it is not an entry this installation wrote (a link, a file, no or a forged manifest)."""
+    try:
+        with owned_files.owned_folder(dataset, [name]) as entry:
+            return _manifest(entry, secret)
+    except OSError:
+        return None
 
 
 def has(db_path: str | Path, key: Mapping[str, Any]) -> bool:
-    """Whether an entry is stored under `key` (not whether it will load: `load` checks that)."""
-    return (_entry(db_path, key) / MANIFEST).is_file()
+    """Whether an entry this installation wrote is stored under `key` (its manifest authenticates
+    and names `key`; whether its files are intact is `load`'s check)."""
+    try:
+        secret = install_key.installation_key(create=False)
+        if secret is None:
+            return False
+        base, names = _dataset_folder(db_path, key)
+        with owned_files.owned_folder(base, names) as dataset:
+            manifest = _entry_manifest(dataset, _entry_name(secret, key), secret)
+    except OSError:
+        return False
+    return manifest is not None and manifest.get("key") == dict(key)
 
 
 def load(db_path: str | Path, key: Mapping[str, Any], cls: type[T]) -> T | None:
-    """The `cls` result stored under `key` beside `db_path`, or None (absent, unreadable or not
-    exactly what was stored: a changed file, a manifest for other fields or another key)."""
-    folder = _entry(db_path, key)
-    manifest_path = folder / MANIFEST
+    """The `cls` result stored under `key` beside `db_path`, or None: absent, or not exactly what
+    this installation stored (module docstring), which is logged."""
     try:
-        if not manifest_path.is_file() or manifest_path.stat().st_size > MAX_MANIFEST_BYTES:
+        secret = install_key.installation_key(create=False)
+        if secret is None:
             return None
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        return _rebuild(folder, manifest, key, cls)
+        base, names = _dataset_folder(db_path, key)
+        with owned_files.owned_folder(base, [*names, _entry_name(secret, key)]) as entry:
+            manifest = _manifest(entry, secret)
+            if manifest is None:
+                raise _Refused("its manifest was not written by this installation")
+            return _rebuild(entry, manifest, key, cls)
+    except FileNotFoundError:
+        return None  # nothing stored yet
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:  # pyarrow's are OSError/ValueError
-        log.warning("audit cache entry %s ignored: %s", folder.name, err)
+        log.info("audit cache entry of %s %s ignored: %s", key.get("kind"), key.get("dataset"), err)
         return None
 
 
 FILE_NAME = re.compile(r"[0-9]{1,6}\.(npy|parquet)")
 
 
-def _rebuild(folder: Path, manifest: Any, key: Mapping[str, Any], cls: type[T]) -> T | None:
-    """`cls` from a parsed manifest after checking it field by field, or None."""
+class _Refused(ValueError):
+    """An entry that is not one this module wrote, or a file that is not what its manifest recorded."""
+
+
+def _rebuild(entry: int, manifest: dict, key: Mapping[str, Any], cls: type[T]) -> T:
+    """`cls` from the authenticated manifest of the open entry folder, once it names `key`, `cls` and
+    exactly `cls`'s fields; _Refused otherwise."""
     names = [f.name for f in dataclasses.fields(cls)]
-    if not (isinstance(manifest, dict) and manifest.get("key") == dict(key) and manifest.get("class") == cls.__name__):
-        return None
+    if manifest.get("key") != dict(key) or manifest.get("class") != cls.__name__:
+        raise _Refused("its manifest names another key or class")
     fields = manifest.get("fields")
     if not isinstance(fields, dict) or sorted(fields) != sorted(names):
-        return None
-    return cls(**{name: _decode(folder, fields[name]) for name in names})
+        raise _Refused("its manifest names other fields")
+    return cls(**{name: _decode(entry, fields[name]) for name in names})
 
 
-class _Refused(ValueError):
-    """A manifest entry that is not one this module writes, or a file that is not what it recorded."""
-
-
-def _file(folder: Path, spec: Mapping[str, Any]) -> Path:
-    """The file a spec names, once its name is one this module writes and its SHA-256 the recorded one."""
-    name = spec.get("file")
-    if not (isinstance(name, str) and FILE_NAME.fullmatch(name)):
-        raise _Refused(f"file name {name!r}")
-    path = folder / name
-    if spec.get("sha256") != _sha256(path):
+def _file_bytes(entry: int, spec: Mapping[str, Any]) -> bytes:
+    """The bytes of the file a spec names, once its name is one this module writes and it is a
+    regular file of the recorded size and SHA-256."""
+    name, size = spec.get("file"), spec.get("bytes")
+    if not (isinstance(name, str) and FILE_NAME.fullmatch(name) and isinstance(size, int) and size >= 0):
+        raise _Refused(f"file {name!r} of {size!r} bytes")
+    data = owned_files.read_regular(entry, name, size)
+    if len(data) != size or hashlib.sha256(data).hexdigest() != spec.get("sha256"):
         raise _Refused(f"{name} changed")
-    return path
+    return data
 
 
-def _decode(folder: Path, spec: Any) -> Any:
+def _decode(entry: int, spec: Any) -> Any:
     """The value a manifest spec describes (`_encode`)."""
     kind = spec.get("type") if isinstance(spec, dict) else None
     if kind == "frame":
-        return pq.read_table(_file(folder, spec)).to_pandas()
+        return pq.read_table(pa.BufferReader(_file_bytes(entry, spec))).to_pandas()
     if kind == "array":
-        return np.load(_file(folder, spec), allow_pickle=False)
+        return np.load(io.BytesIO(_file_bytes(entry, spec)), allow_pickle=False)
     if kind == "strings" and isinstance(spec.get("shape"), list):
-        values = pq.read_table(_file(folder, spec)).column("value").to_numpy(zero_copy_only=False)
+        values = pq.read_table(pa.BufferReader(_file_bytes(entry, spec))).column("value").to_numpy(zero_copy_only=False)
         return np.asarray(values, dtype=object).reshape(spec["shape"])
     if kind == "mapping" and isinstance(spec.get("items"), dict):
-        return {str(k): _decode(folder, v) for k, v in spec["items"].items()}
+        return {str(k): _decode(entry, v) for k, v in spec["items"].items()}
     if kind == "none":
         return None
     if kind == "tuple" and isinstance(spec.get("value"), list):
@@ -204,28 +275,28 @@ def _decode(folder: Path, spec: Any) -> Any:
     raise _Refused(f"entry of type {kind!r}")
 
 
-def _encode(value: Any, staging: Path, counter: list[int]) -> dict[str, Any]:
-    """A manifest spec for `value`, writing its file into `staging`: frames as Parquet, numeric
-    arrays as .npy (never pickled), string arrays as one Parquet column, dicts of arrays entry by
-    entry, None, tuples and anything else JSON holds inline (TypeError for the rest)."""
-    def file(ext: str) -> tuple[str, Path]:
+def _encode(value: Any, staging: int, counter: list[int]) -> dict[str, Any]:
+    """A manifest spec for `value`, writing its file into the open folder `staging`: frames as
+    Parquet, numeric arrays as .npy (never pickled), string arrays as one Parquet column, dicts of
+    arrays entry by entry, None, tuples and anything else JSON holds inline (TypeError for the rest)."""
+    def file(ext: str, data: bytes) -> dict[str, Any]:
         counter[0] += 1
-        return f"{counter[0]}.{ext}", staging / f"{counter[0]}.{ext}"
+        name = f"{counter[0]}.{ext}"
+        owned_files.write_new(staging, name, data)
+        return {"file": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
+    buffer = io.BytesIO()
     if isinstance(value, pd.DataFrame):
-        name, path = file("parquet")
-        value.to_parquet(path)
-        return {"type": "frame", "file": name, "sha256": _sha256(path)}
+        value.to_parquet(buffer)
+        return {"type": "frame", **file("parquet", buffer.getvalue())}
     if isinstance(value, np.ndarray):
         if value.dtype == object:
             if not all(isinstance(v, str) for v in value.flat):
                 raise TypeError("an object array holding other than strings")
-            name, path = file("parquet")
-            pq.write_table(pa.table({"value": pa.array(value.ravel(), type=pa.string())}), path)
-            return {"type": "strings", "shape": list(value.shape), "file": name, "sha256": _sha256(path)}
-        name, path = file("npy")
-        np.save(path, value, allow_pickle=False)
-        return {"type": "array", "file": name, "sha256": _sha256(path)}
+            pq.write_table(pa.table({"value": pa.array(value.ravel(), type=pa.string())}), buffer)
+            return {"type": "strings", "shape": list(value.shape), **file("parquet", buffer.getvalue())}
+        np.save(buffer, value, allow_pickle=False)
+        return {"type": "array", **file("npy", buffer.getvalue())}
     if isinstance(value, dict) and value and all(isinstance(v, np.ndarray) for v in value.values()):
         return {"type": "mapping", "items": {str(k): _encode(v, staging, counter) for k, v in value.items()}}
     if value is None:
@@ -236,58 +307,87 @@ def _encode(value: Any, staging: Path, counter: list[int]) -> dict[str, Any]:
     return {"type": "json", "value": value}
 
 
-def store(db_path: str | Path, key: Mapping[str, Any], result: Any) -> bool:
-    """Keep the dataclass `result` under `key` beside `db_path`; returns whether it was kept.
+def _reason(err: Exception) -> str:
+    """An error as a short phrase: an OSError's text and file name without its errno."""
+    if isinstance(err, OSError) and err.strerror:
+        return f"{err.strerror}: {err.filename}" if err.filename else err.strerror
+    return str(err)
 
-    Written to a temporary folder and renamed into place, so a reader sees a whole entry or
-    none. Entries of the same dataset with another content or code fingerprint are removed.
-    Nothing is kept (False) when the folder cannot be written or a field is not one `_encode`
-    can write.
+
+def store(db_path: str | Path, key: Mapping[str, Any], result: Any) -> str | None:
+    """Keep the dataclass `result` under `key` beside `db_path`; None once kept, else why it was not
+    (also logged).
+
+    Written to a staging folder and renamed into place, so a reader sees a whole entry or
+    none. Then the entries of the same dataset with another content or code fingerprint
+    that this installation wrote are removed. Nothing is kept when there is no usable key,
+    a folder of the cache is a link or cannot be written, the entry's place holds something
+    this installation did not write, or a field is not one `_encode` can write.
     """
-    folder = _entry(db_path, key)
-    parent = folder.parent
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=parent))
-        staging.chmod(0o755)  # readable like the database beside it (mkdtemp makes it private)
-    except OSError:
-        return False
-    try:
-        counter = [0]
-        fields = {field.name: _encode(getattr(result, field.name), staging, counter)
-                  for field in dataclasses.fields(result)}
-        manifest = {"key": dict(key), "class": type(result).__name__, "fields": fields}
-        (staging / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False), encoding="utf-8")
-        if folder.exists():
-            shutil.rmtree(folder, ignore_errors=True)
-        os.replace(staging, folder)
+        secret = install_key.installation_key()
+        base, names = _dataset_folder(db_path, key)
+        with owned_files.owned_folder(base, names, create=True) as dataset:
+            _place(dataset, _entry_name(secret, key), key, result, secret)
+            _remove_stale(dataset, key, secret)
     except (OSError, TypeError, ValueError) as err:
-        log.warning("result not cached: %s", err)
-        shutil.rmtree(staging, ignore_errors=True)
-        return False
-    _remove_stale(parent, key)
-    return True
+        log.info("audit result not kept in %s: %s", cache_folder(db_path), _reason(err))
+        return _reason(err)
+    return None
 
 
-def _remove_stale(parent: Path, key: Mapping[str, Any]) -> None:
-    """Remove the entries beside `key`'s whose content or code fingerprint is not `key`'s."""
-    for entry in parent.iterdir():
-        if not entry.is_dir() or entry.name.startswith(".staging-"):
-            continue
-        try:
-            other = json.loads((entry / MANIFEST).read_text(encoding="utf-8")).get("key", {})
-            stale = (other.get("content"), other.get("code")) != (key["content"], key["code"])
-        except (OSError, ValueError, AttributeError):
-            stale = True
-        if stale:
-            shutil.rmtree(entry, ignore_errors=True)
+def _place(dataset: int, name: str, key: Mapping[str, Any], result: Any, secret: bytes) -> None:
+    """Write `result`'s entry as `name` in the open dataset folder, through a staging folder."""
+    staging = owned_files.make_fresh_folder(dataset, STAGING)
+    try:
+        with owned_files.owned_folder(dataset, [staging]) as folder:
+            counter = [0]
+            fields = {field.name: _encode(getattr(result, field.name), folder, counter)
+                      for field in dataclasses.fields(result)}
+            body = json.dumps({"key": dict(key), "class": type(result).__name__, "fields": fields},
+                              ensure_ascii=False).encode()
+            owned_files.write_new(folder, MANIFEST, _sign(secret, body).encode() + b"\n" + body)
+        _clear_place(dataset, name, secret)
+        os.replace(staging, name, src_dir_fd=dataset, dst_dir_fd=dataset)
+    except BaseException:
+        shutil.rmtree(staging, dir_fd=dataset, ignore_errors=True)
+        raise
 
 
-def cached(db_path: str | Path, key: Mapping[str, Any], cls: type[T], compute: Callable[[], T]) -> T:
-    """The result stored under `key`, else `compute()`, stored for next time (when the folder allows)."""
+def _clear_place(dataset: int, name: str, secret: bytes) -> None:
+    """Remove the entry `name` of the open dataset folder when this installation wrote it (a result
+    stored again); OSError when something else holds the name, which is left in place."""
+    try:
+        info = os.stat(name, dir_fd=dataset, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(info.st_mode) or _entry_manifest(dataset, name, secret) is None:
+        raise OSError(errno.EEXIST, f"the entry's place {name} holds something this installation did not write "
+                                    "(left in place)")
+    shutil.rmtree(name, dir_fd=dataset)  # with dir_fd, rmtree never follows a link inside the entry
+
+
+def _remove_stale(dataset: int, key: Mapping[str, Any], secret: bytes) -> None:
+    """Remove the entries of the open dataset folder that this installation wrote for another
+    content or code fingerprint than `key`'s; links, files, staging folders and folders without
+    an authenticated manifest are left alone."""
+    try:
+        for item in os.scandir(dataset):
+            if item.name.startswith(".") or not item.is_dir(follow_symlinks=False):
+                continue
+            manifest = _entry_manifest(dataset, item.name, secret)
+            other = manifest.get("key") if manifest is not None else None
+            if isinstance(other, dict) and (other.get("content"), other.get("code")) != (key["content"], key["code"]):
+                shutil.rmtree(item.name, dir_fd=dataset)
+    except OSError as err:  # the result is kept; an old entry stays until the next store
+        log.info("stale audit cache entries not removed: %s", _reason(err))
+
+
+def cached(db_path: str | Path, key: Mapping[str, Any], cls: type[T], compute: Callable[[], T]) -> tuple[T, str | None]:
+    """The result stored under `key`, else `compute()` stored for next time; with None when the
+    result is kept in the cache, else why it could not be (`store`)."""
     hit = load(db_path, key, cls)
     if hit is not None:
-        return hit
+        return hit, None
     result = compute()
-    store(db_path, key, result)
-    return result
+    return result, store(db_path, key, result)

@@ -5,20 +5,29 @@ A candidate's thumbnail lives at `<db folder>/<db stem>_thumbs/<dataset>/<candid
 the image scaled to at most `size` pixels on its long edge (aspect kept, never
 enlarged), made at ingest and by the app when missing; one whose source image is
 newer is made again.
+
+Nothing is written outside the thumbnail folder: `<db stem>_thumbs` and `<dataset>` are
+reached without following links (`audit_core.owned_files`), so when either is a link (or
+a file) no thumbnail is made there (OSError; the app then shows the image itself). A
+thumbnail is written under a fresh name and renamed into place, which replaces a link
+planted at its name instead of writing through it. A thumbnail counts as current only
+when it is a regular file of bounded size (not a link, FIFO, device or folder), so one
+is never read from anything else.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
+import io
 from collections.abc import Mapping
 from pathlib import Path
 
 from PIL import Image
 
+from audit_core import owned_files
 from audit_core.ingest.culturalframes import file_stem
 
 THUMBNAIL_SIZE = 256
+MAX_THUMBNAIL_BYTES = 8 << 20  # a 256 px JPEG is tens of kilobytes; anything far larger is not one of ours
 
 
 def thumbnail_folder(db_path: str | Path, dataset: str) -> Path:
@@ -32,11 +41,18 @@ def thumbnail_path(db_path: str | Path, dataset: str, candidate_id: str) -> Path
     return thumbnail_folder(db_path, dataset) / f"{file_stem(candidate_id)}.jpg"
 
 
+def _folder(dst: Path) -> tuple[Path, list[str]]:
+    """(the database's folder, [`<db stem>_thumbs`, `<dataset>`]) for a thumbnail path of `thumbnail_path`'s layout."""
+    return dst.parent.parent.parent, [dst.parent.parent.name, dst.parent.name]
+
+
 def make_thumbnail(src: str | Path, dst: str | Path, size: int = THUMBNAIL_SIZE) -> Path:
     """Write `src` as a JPEG at most `size` px on its long edge to `dst` (atomically); returns `dst`.
 
-    Transparency is flattened onto white. Raises OSError (or Pillow's errors) when
-    `src` cannot be decoded or `dst` cannot be written; a failed write leaves no file.
+    `dst` is laid out as `thumbnail_path` lays it out: its folder and the one above it are
+    made when missing and must not be links (module docstring). Transparency is flattened
+    onto white. Raises OSError (or Pillow's errors) when `src` cannot be decoded or `dst`
+    cannot be written there; a failed write leaves no file.
     """
     dst = Path(dst)
     with Image.open(src) as image:
@@ -45,23 +61,24 @@ def make_thumbnail(src: str | Path, dst: str | Path, size: int = THUMBNAIL_SIZE)
     shown.thumbnail((size, size), Image.Resampling.LANCZOS)
     flat = Image.new("RGB", shown.size, "white")
     flat.paste(shown, mask=shown.getchannel("A"))
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    # a temporary name in the same folder, then a rename: a reader never sees half a file
-    handle, temporary = tempfile.mkstemp(prefix=f".{dst.stem}-", suffix=".jpg", dir=dst.parent)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            flat.save(out, format="JPEG", quality=85)
-        os.replace(temporary, dst)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    encoded = io.BytesIO()
+    flat.save(encoded, format="JPEG", quality=85)
+    base, names = _folder(dst)
+    with owned_files.owned_folder(base, names, create=True) as folder:
+        owned_files.replace_file(folder, dst.name, encoded.getvalue())
     return dst
 
 
 def is_current(src: str | Path, dst: str | Path) -> bool:
-    """Whether the thumbnail `dst` exists and is not older than its source image `src`."""
+    """Whether the thumbnail `dst` is a regular file of bounded size in a folder that is not a link
+    (module docstring), not older than its source image `src`."""
+    dst = Path(dst)
     try:
-        return Path(dst).stat().st_mtime >= Path(src).stat().st_mtime
+        base, names = _folder(dst)
+        with owned_files.owned_folder(base, names) as folder:
+            thumb = owned_files.regular_stat(folder, dst.name)
+        return (thumb is not None and thumb.st_size <= MAX_THUMBNAIL_BYTES
+                and thumb.st_mtime >= Path(src).stat().st_mtime)
     except OSError:
         return False
 

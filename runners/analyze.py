@@ -21,7 +21,9 @@ or `--by` column.
 The selection and rating audits are kept in `<db stem>_cache/` beside the database
 (`audit_core.audit_cache`, keyed by the dataset's content, resamples, seed, pool and
 slices): an unchanged dataset is not audited again, and the app opens what this
-command computed. `--cache-only` fills that cache and writes nothing else.
+command computed. `--cache-only` fills that cache and writes nothing else; when the cache
+cannot keep them (a link or a file in its place, an unwritable folder, no usable cache key)
+it says so in one line on stderr and exits 2, since what it was asked for was not done.
 """
 
 from __future__ import annotations
@@ -161,6 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                      f"{len(attributes.cells)} scored cells")
     print(f"dataset {args.dataset!r}: {'; '.join(parts)}; {args.resamples} resamples (seed {args.seed}) "
           f"in {seconds:.1f} s")
+    if args.cache_only and audits.cache_problem:  # all it was asked for: a failure, not a note
+        print(f"error: the audits could not be kept in {audit_cache.cache_folder(db)}: {audits.cache_problem}",
+              file=sys.stderr)
+        return 2
     print(f"kept the audits in {audit_cache.cache_folder(db)}" if args.cache_only
           else f"wrote {len(written)} files to {args.out}")
     return 0

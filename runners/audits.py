@@ -4,7 +4,8 @@
 rubric-vs-scorer audits that its data allows, and keeps the selection and rating
 audits (and the loaded arrays) in the cache beside the database
 (`audit_core.audit_cache`), so an unchanged dataset is not audited twice by either
-command or by the app.
+command or by the app. When the cache could not keep them, `Audits.cache_problem` says
+why (a command that was asked only to fill the cache must not announce it as kept).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class Audits:
     rubric: RubricVsScorer | None
     runs: pd.DataFrame
     image_paths: dict[str, str | None]
+    cache_problem: str | None = None  # why the audits could not be kept in the cache; None when they are
 
 
 def run_audits(db: Path, dataset: str, resamples: int, seed: int, pool: str = "all",
@@ -68,19 +70,25 @@ def run_audits(db: Path, dataset: str, resamples: int, seed: int, pool: str = "a
         content = audit_cache.dataset_fingerprint(con, dataset)
     finally:
         con.close()
+    problems = []
     if data is not None:  # the loaded arrays too, which the app opens first
         data_key = audit_cache.data_key(content, dataset, pool)
         if not audit_cache.has(db, data_key):
-            audit_cache.store(db, data_key, data)
-    selection_key = audit_cache.selection_key(content, dataset, resamples, seed, pool, tuple(by))
-    result = audit_cache.cached(db, selection_key, AuditResult, lambda: audit(
-        data, resamples=resamples, seed=seed, by=by, calls=calls)) if data is not None else None
-    rating_key = audit_cache.rating_key(content, dataset, resamples, seed)
-    rating = audit_cache.cached(db, rating_key, RatingAuditResult, lambda: rating_audit(
-        rating_data, resamples=resamples, seed=seed)) if rating_data is not None else None
+            problems.append(audit_cache.store(db, data_key, data))
+    result = rating = None
+    if data is not None:
+        selection_key = audit_cache.selection_key(content, dataset, resamples, seed, pool, tuple(by))
+        result, problem = audit_cache.cached(db, selection_key, AuditResult, lambda: audit(
+            data, resamples=resamples, seed=seed, by=by, calls=calls))
+        problems.append(problem)
+    if rating_data is not None:
+        rating_key = audit_cache.rating_key(content, dataset, resamples, seed)
+        rating, problem = audit_cache.cached(db, rating_key, RatingAuditResult, lambda: rating_audit(
+            rating_data, resamples=resamples, seed=seed))
+        problems.append(problem)
     rubric = (rubric_vs_scorer(rating_data.ratings, scores, rating_data.scale, resamples=resamples, seed=seed)
               if rating_data is not None and not rating_data.ratings.empty and not scores.empty else None)
     attributes = attribute_audit(attribute_data, resamples=resamples, seed=seed) if attribute_data is not None else None
     return Audits(row=row, data=data, result=result, rating_data=rating_data, rating=rating,
                   attribute_data=attribute_data, attributes=attributes, rubric=rubric, runs=runs,
-                  image_paths=image_paths)
+                  image_paths=image_paths, cache_problem=next((p for p in problems if p), None))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import pickle
 from pathlib import Path
@@ -11,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_core import audit_cache, store
+from audit_core import audit_cache, install_key, store
 from audit_core.analysis import AuditResult, audit
 from audit_core.audit_data import AuditData, load_audit_data
 from audit_core.records import utc_now
@@ -56,7 +57,7 @@ def _key(db: Path, dataset: str = DATASET) -> dict:
 def test_a_hit_returns_the_tables_that_were_stored(built) -> None:
     db, result, key = built
     assert audit_cache.load(db, key, AuditResult) is None
-    assert audit_cache.store(db, key, result)
+    assert audit_cache.store(db, key, result) is None
     assert (db.parent / "study_cache").is_dir()
     assert_same_result(audit_cache.load(db, key, AuditResult), result)
     other = {**key, "resamples": RESAMPLES + 1}  # another parameter: another entry
@@ -107,7 +108,7 @@ def test_loaded_arrays_round_trip_without_pickle(built) -> None:
         key = audit_cache.data_key(audit_cache.dataset_fingerprint(con, DATASET), DATASET, "all")
     finally:
         con.close()
-    assert audit_cache.store(db, key, data)
+    assert audit_cache.store(db, key, data) is None
     again = audit_cache.load(db, key, AuditData)
     pd.testing.assert_frame_equal(again.prompts, data.prompts, check_exact=True)
     for field in dataclasses.fields(AuditData):
@@ -125,20 +126,34 @@ def test_an_unwritable_folder_keeps_nothing_and_breaks_nothing(built, tmp_path) 
     _, result, key = built
     db = tmp_path / "study.duckdb"
     (tmp_path / "study_cache").write_text("a file where the folder would go")
-    assert not audit_cache.store(db, key, result)
+    assert audit_cache.store(db, key, result) is not None
     calls = []
-    again = audit_cache.cached(db, key, AuditResult, lambda: calls.append(1) or result)
-    assert again is result and calls == [1]
+    again, problem = audit_cache.cached(db, key, AuditResult, lambda: calls.append(1) or result)
+    assert again is result and calls == [1] and problem
+
+
+def read_manifest(entry: Path) -> dict:
+    """The body of an entry's manifest (after its authentication line)."""
+    return json.loads((entry / "manifest.json").read_bytes().split(b"\n", 1)[1])
+
+
+def sign_manifest(entry: Path, manifest: dict, secret: bytes | None = None) -> None:
+    """Write `manifest` into `entry` authenticated with `secret` (by default this installation's key:
+    what only this installation, or whoever holds its key, can do)."""
+    body = json.dumps(manifest).encode()
+    secret = install_key.installation_key() if secret is None else secret
+    (entry / "manifest.json").write_bytes(audit_cache._sign(secret, body).encode() + b"\n" + body)
 
 
 def test_a_tampered_entry_is_ignored_and_never_executed(built, tmp_path) -> None:
     _, result, key = built
     db = tmp_path / "study.duckdb"
-    assert audit_cache.store(db, key, result)
+    assert audit_cache.store(db, key, result) is None
     entry = next((tmp_path / "study_cache" / DATASET).iterdir())
-    manifest = json.loads((entry / "manifest.json").read_text())
+    manifest = read_manifest(entry)
 
-    # a pickle in place of a table, with the manifest's hash updated to match: read as Parquet, refused
+    # a pickle in place of a table, even with the manifest's hash updated and signed with this
+    # installation's own key: read as Parquet, refused
     marker = tmp_path / "executed"
 
     class Payload:
@@ -147,32 +162,38 @@ def test_a_tampered_entry_is_ignored_and_never_executed(built, tmp_path) -> None
 
     gates = entry / manifest["fields"]["gates"]["file"]
     gates.write_bytes(pickle.dumps(Payload()))
-    manifest["fields"]["gates"]["sha256"] = audit_cache._sha256(gates)
-    (entry / "manifest.json").write_text(json.dumps(manifest))
+    manifest["fields"]["gates"].update(sha256=hashlib.sha256(gates.read_bytes()).hexdigest(),
+                                       bytes=gates.stat().st_size)
+    sign_manifest(entry, manifest)
     assert audit_cache.load(db, key, AuditResult) is None
     assert not marker.exists()
 
     # a table changed behind the manifest's back: its hash no longer matches
-    assert audit_cache.store(db, key, result)
-    policies = entry / json.loads((entry / "manifest.json").read_text())["fields"]["policies"]["file"]
+    assert audit_cache.store(db, key, result) is None  # the entry's manifest is this installation's: replaced
+    policies = entry / read_manifest(entry)["fields"]["policies"]["file"]
     frame = pd.read_parquet(policies)
     frame.loc[0, "regret"] = -1.0
     frame.to_parquet(policies)
     assert audit_cache.load(db, key, AuditResult) is None
 
-    # a manifest for other fields, or not JSON at all
-    assert audit_cache.store(db, key, result)
-    good = json.loads((entry / "manifest.json").read_text())
+    # a manifest for other fields, another class or key, or naming a file elsewhere, even signed
+    assert audit_cache.store(db, key, result) is None
+    good = read_manifest(entry)
     outside = tmp_path / "outside.parquet"
     result.policies.to_parquet(outside)
-    elsewhere = {**good["fields"]["policies"], "file": "../../../outside.parquet", "sha256": audit_cache._sha256(outside)}
+    elsewhere = {**good["fields"]["policies"], "file": "../../../outside.parquet",
+                 "sha256": hashlib.sha256(outside.read_bytes()).hexdigest(), "bytes": outside.stat().st_size}
     for bad in ({**good, "fields": {**good["fields"], "extra": {"type": "json", "value": 1}}},
                 {**good, "fields": {**good["fields"], "policies": elsewhere}},
                 {**good, "class": "RatingAuditResult"}, {**good, "key": {**key, "seed": 1}}):
-        (entry / "manifest.json").write_text(json.dumps(bad))
+        sign_manifest(entry, bad)
         assert audit_cache.load(db, key, AuditResult) is None
+
+    # not a manifest at all: ignored, never executed, and left in place as not this installation's
     (entry / "manifest.json").write_bytes(pickle.dumps(Payload()))
     assert audit_cache.load(db, key, AuditResult) is None
+    assert audit_cache.store(db, key, result) is not None
+    assert (entry / "manifest.json").read_bytes() == pickle.dumps(Payload())
     assert not marker.exists()
 
 
