@@ -42,7 +42,9 @@ from audit_core.errors import DatabaseFileError, InputError
 from audit_core.rating_audit import RatingAuditResult
 from audit_core.rubric_vs_scorer import RubricVsScorer
 from audit_core.report import escape_markdown, findings_markdown, source_note
+from findings.output_folder import OutputFolder, check_out
 from runners.audits import run_audits
+from runners.command import STORAGE_ERRORS, storage_failed
 
 
 def non_negative(text: str) -> int:
@@ -53,11 +55,13 @@ def non_negative(text: str) -> int:
 
 
 RATING_SUMMARY_KEYS = ("alignment", "tilt", "reliability")
+# After a write into --out failed: every file there is whole (each is renamed into place when complete).
+UNWRITTEN = "the files in --out are each whole, from this run or an earlier one; run the command again once it can write"
 
 
 def write_result(
     result: AuditResult | None,
-    out: Path,
+    out: OutputFolder,
     note: str | None = None,
     rating: RatingAuditResult | None = None,
     attributes: AttributeAuditResult | None = None,
@@ -70,15 +74,12 @@ def write_result(
     selection audit, a selection dataset without rating data no rating audit, a dataset
     without attribute judges no attribute audit.
     """
-    out.mkdir(parents=True, exist_ok=True)
     written = []
     tables = {**(result.tables() if result is not None else {}), **(rating.tables() if rating is not None else {}),
               **(attributes.tables() if attributes is not None else {}),
               **(rubric.tables() if rubric is not None else {})}
     for name, frame in tables.items():
-        path = out / f"{name}.csv"
-        frame.to_csv(path, index=False)
-        written.append(path)
+        written.append(out.write_text(f"{name}.csv", frame.to_csv(index=False)))
     if result is not None:
         summary = result.to_summary()
     else:
@@ -91,10 +92,7 @@ def write_result(
         summary.update({k: rating_summary[k] for k in RATING_SUMMARY_KEYS})
     if attributes is not None:
         summary["attributes"] = attributes.to_summary()
-    path = out / "summary.json"
-    path.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
-    written.append(path)
-    path = out / "report.md"
+    written.append(out.write_text("summary.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n"))
     if result is not None:
         text = findings_markdown(result, dataset=result.dataset_id, source_note=note)
     else:
@@ -105,8 +103,7 @@ def write_result(
         text = (f"# Findings: {escape_markdown(summary['dataset'])}\n\n"
                 + (f"{note}\n\n" if note else "")
                 + " ".join(["No selection audit: the dataset has no alignment ratings.", *audits]) + "\n")
-    path.write_text(text, encoding="utf-8")
-    written.append(path)
+    written.append(out.write_text("report.md", text))
     return written
 
 
@@ -136,18 +133,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     started = time.perf_counter()
     try:
+        if not args.cache_only:
+            check_out(args.out)  # before the audits, which may take minutes
         audits = run_audits(db, args.dataset, args.resamples, args.seed, args.pool, args.by)
     except (DatabaseFileError, InputError) as err:  # not a DuckDB file, held by a writer too long; an unknown --by
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {err}", file=sys.stderr)  # or an --out that cannot be written (OutputFolderError)
         return 2
     except (KeyError, ValueError) as err:
         print(f"error: {err.args[0]}", file=sys.stderr)
         return 2
+    except STORAGE_ERRORS as err:
+        return storage_failed(err, "nothing was written")
     seconds = time.perf_counter() - started
     data, result, rating_data, rating = audits.data, audits.result, audits.rating_data, audits.rating
     attribute_data, attributes, rubric = audits.attribute_data, audits.attributes, audits.rubric
-    written = [] if args.cache_only else write_result(result, args.out, source_note(audits.row), rating, attributes,
-                                                         rubric)
+    written = []
+    if not args.cache_only:
+        try:
+            with OutputFolder.open(args.out) as out:
+                written = write_result(result, out, source_note(audits.row), rating, attributes, rubric)
+        except STORAGE_ERRORS as err:
+            return storage_failed(err, UNWRITTEN)
     parts = []
     if data is not None:
         parts.append(f"{data.n_prompts} prompts, judges {', '.join(data.judges) or 'none'}, "

@@ -30,8 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from audit_core import store
+from audit_core.errors import InputError
 from audit_core.ingest.pools import PoolSet
 from runners import demo_attributes, demo_ratings
+from runners.command import STORAGE_ERRORS, storage_failed
 from runners.demo_datasets import demo_pool_set, read_if_built, written
 from runners.demo_images import draw_image
 
@@ -233,13 +235,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--rating-prompts must be at least 1")
     if args.attribute_prompts < 1:
         parser.error("--attribute-prompts must be at least 1")
+    start = time.perf_counter()
+    try:
+        built = build_missing(args)
+    except InputError as err:  # a --db that cannot be a store (DatabaseFileError)
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except STORAGE_ERRORS as err:  # a full disk: each dataset's pools are one transaction, each judge call is kept
+        return storage_failed(err, "what was finished is kept, and the same command builds the rest once it can write")
+    if not built:
+        print(f"{args.db}: demo already built (seed {args.seed}); use --force to rebuild")
+        return 0
+    print(f"{args.db}: SIMULATED demo built in {time.perf_counter() - start:.1f} s ({'; '.join(built)})")
+    return 0
+
+
+def build_missing(args: argparse.Namespace) -> list[str]:
+    """Build the demo datasets (selection, rating, attributes) that are missing or incomplete, or all of them
+    with --force; returns a line on each built."""
     selection = args.force or not is_built(args.db, args.seed, args.prompts)
     rating = args.force or not demo_ratings.is_built(args.db, args.seed, args.rating_prompts)
     attributes = args.force or not demo_attributes.is_built(args.db, args.seed, args.attribute_prompts)
-    if not (selection or rating or attributes):
-        print(f"{args.db}: demo already built (seed {args.seed}); use --force to rebuild")
-        return 0
-    start = time.perf_counter()
     built = []
     if selection:
         build_demo(args.db, n_prompts=args.prompts, seed=args.seed, progress=not args.quiet)
@@ -254,8 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                              progress=not args.quiet)
         built.append(f"{demo_attributes.DATASET}: {len(demo_attributes.GENERATORS) * args.attribute_prompts} images "
                      f"with gold labels, {len(demo_attributes.JUDGES)} attribute judges")
-    print(f"{args.db}: SIMULATED demo built in {time.perf_counter() - start:.1f} s ({'; '.join(built)})")
-    return 0
+    return built
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from audit_core.errors import InputError
 from audit_core.ingest import culturalframes, judgeacts, tables, values
 from audit_core.ingest.pools import DEFAULT_POOL, PoolSet, utility_pools, write_dataset
 from audit_core.taxonomy import DEFAULT_TAXONOMY, load_taxonomy
+from runners.command import STORAGE_ERRORS, storage_failure
 
 
 def named_path(text: str) -> tuple[str, str]:
@@ -255,9 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         print("nothing was written: the database is unchanged", file=sys.stderr)
         return 2
-    except OSError as err:  # a file that went away or became unreadable after it was first read
-        where = f"{err.filename}: " if err.filename is not None else ""
-        print(f"error: {where}cannot read or write ({err.strerror or err})", file=sys.stderr)
+    except STORAGE_ERRORS as err:  # a full disk; a file that went away or became unreadable after it was read
+        print(f"error: {storage_failure(err)}", file=sys.stderr)
         print("nothing was written: the database is unchanged", file=sys.stderr)
         return 2
     print("\n".join(lines))

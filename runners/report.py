@@ -22,14 +22,18 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from audit_core.errors import DatabaseFileError
+from audit_core.errors import InputError
 from audit_core.report import source_note
 from findings import document, export, images
 from findings.common import library_versions
 from findings.inputs import ReportInput
+from findings.output_folder import OutputFolder, check_out
 from findings.sections import build_sections
-from runners.analyze import non_negative, write_result
+from runners.analyze import UNWRITTEN, non_negative, write_result
 from runners.audits import run_audits
+from runners.command import STORAGE_ERRORS, storage_failed
+
+FIGURES = "figures"  # the subfolder of --out holding the exported figures
 
 
 def load_report(db: Path, dataset: str, resamples: int, seed: int, pool: str) -> ReportInput:
@@ -46,16 +50,18 @@ def load_report(db: Path, dataset: str, resamples: int, seed: int, pool: str) ->
     )
 
 
-def write_report(report: ReportInput, out: Path, figures: bool = True) -> list[Path]:
+def write_report(report: ReportInput, out: OutputFolder, figures: bool = True) -> list[Path]:
     """Write the CSVs and summary.json (`analyze.write_result`), then report.html, report.md (in
-    place of analyze's shorter one) and, with `figures`, figures/*.svg|png; returns the paths."""
+    place of analyze's shorter one) and, with `figures`, figures/*.svg|png; returns the paths.
+
+    Raises OutputFolderError when `figures/` is a link or not a folder, ExportError when the
+    figures cannot be drawn, OSError for a file that could not be written."""
     written = write_result(report.result, out, report.note, report.rating, report.attributes, report.rubric)
     sections = build_sections(report)
-    (out / "report.html").write_text(document.report_html(report, sections), encoding="utf-8")
-    (out / "report.md").write_text(document.report_markdown(report, sections), encoding="utf-8")
-    written.append(out / "report.html")
+    written.append(out.write_text("report.html", document.report_html(report, sections)))
+    out.write_text("report.md", document.report_markdown(report, sections))
     if figures:
-        written += export.export_figures([f for s in sections for f in s.figures], out / "figures")
+        written += export.export_figures([f for s in sections for f in s.figures], out, FIGURES)
     return written
 
 
@@ -79,18 +85,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     started = time.perf_counter()
     try:
+        check_out(args.out, () if args.no_figures else (FIGURES,))  # before the audits, which may take minutes
         report = load_report(db, args.dataset, args.resamples, args.seed, args.pool)
-    except DatabaseFileError as err:
+    except InputError as err:  # a file that cannot be a store (DatabaseFileError), an --out that cannot be written
         print(f"error: {err}", file=sys.stderr)
         return 2
     except (KeyError, ValueError) as err:
         print(f"error: {err.args[0]}", file=sys.stderr)
         return 2
+    except STORAGE_ERRORS as err:
+        return storage_failed(err, "nothing was written")
     try:
-        written = write_report(report, args.out, figures=not args.no_figures)
-    except export.ExportError as err:
+        with OutputFolder.open(args.out) as out:
+            written = write_report(report, out, figures=not args.no_figures)
+    except (export.ExportError, InputError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except STORAGE_ERRORS as err:
+        return storage_failed(err, UNWRITTEN)
     print(f"dataset {args.dataset!r}: report with {args.resamples} resamples (seed {args.seed}) in "
           f"{time.perf_counter() - started:.1f} s; wrote {len(written)} files to {args.out} (open report.html)")
     return 0
