@@ -90,7 +90,8 @@ else:
         st.caption("Δ = MAE against the first pool − MAE against the second (positive: closer to the second). T on "
                    "items where the pools' consensus differs: +1 at the first pool's, −1 at the second's, 0 midway.")
         pairs = list(dict.fromkeys(tilt["pair"]))
-        pair = context.bound(st.selectbox, "Pool pair", "pair", pairs[0], pairs) if len(pairs) > 1 else pairs[0]
+        pair = context.bound(st.selectbox, "Pool pair", "pair", pairs[0], pairs) if len(pairs) > 1 \
+            else context.single("pair", pairs[0])
         shown = tilt[tilt["pair"] == pair]
         t = shown[(shown["judge"] == judge) & (shown["condition"] == condition)].iloc[0]
         t_text = draw.interval(t["tilt"], t["tilt_lo"], t["tilt_hi"], signed=True, missing=draw.UNDEFINED)
@@ -106,6 +107,8 @@ else:
         draw.chart(tilts,
                    "Every judge and condition, with 95% intervals (item-level bootstrap); a rater that rated no "
                    "item where the pools differ is left out.")
+    else:
+        context.single("pair", None)
 
     # --- rating distributions: the floor
     st.subheader("Rating distributions")
@@ -152,7 +155,8 @@ item_id = context.bound(st.text_input, "Item (candidate id)", "item", first, alw
 try:
     detail = item_detail(data, item_id)
 except KeyError:
-    st.warning(f"No item {draw.esc(item_id)} in this dataset: paste a candidate id from it.")
+    st.warning(f"Item {context.quote(item_id)} does not exist in this dataset: paste a candidate id from it.",
+               icon=":material/link_off:")
     st.stop()
 item = detail["item"].iloc[0]
 left, right = st.columns([1, 2])
@@ -173,7 +177,7 @@ glance.frame(draw.table(detail["ratings"].drop(columns=["raw_output", "attempts"
 st.markdown("**Raw outputs**, as recorded")
 for r in detail["ratings"].itertuples():
     st.caption(f"{draw.esc(r.judge)} · {draw.esc(r.condition)} · {draw.esc(r.status)}")
-    st.code(r.raw_output if isinstance(r.raw_output, str) else "(no output recorded)", language=None, wrap_lines=True)
+    st.code(draw.visible(r.raw_output) if isinstance(r.raw_output, str) else "(no output recorded)", language=None, wrap_lines=True)
 
 # --- the rubric beside content scorers on the same images (the judge and condition chosen above, if any)
 compared = data.raters and not result.alignment.empty

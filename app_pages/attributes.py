@@ -49,7 +49,7 @@ def accuracy_chart(cells, colours, attributes) -> go.Figure:
         for col, measure in enumerate(POLICIES, start=1):
             bounded = f"{measure}_lo" in part.columns
             fig.add_trace(go.Bar(
-                x=draw.plain(part["attribute"]), y=part[measure], name=draw.plain(judge), legendgroup=judge,
+                x=draw.plain(part["attribute"]), y=part[measure], name=draw.plain(judge), legendgroup=draw.plain(judge),
                 showlegend=col == 1, marker_color=colours[judge], customdata=part["n"],
                 hovertemplate="%{x}: %{y:.2f} (asked %{customdata})",
                 error_y={"type": "data", "symmetric": False,
@@ -96,7 +96,8 @@ conditions = list(dict.fromkeys(c for _, c in sorted(data.labelers, key=lambda p
 st.subheader("Every judge and condition, averaged over attributes")
 macro = result.macro
 st.dataframe({
-    "judge": macro["judge"], "condition": macro["condition"], "backend": macro["backend"],
+    "judge": macro["judge"].map(draw.visible), "condition": macro["condition"].map(draw.visible),
+    "backend": macro["backend"].map(draw.visible),
     "attributes": macro["attributes"].map(draw.count), "coverage": macro["coverage"].map(draw.percent),
     "accuracy (miss)": macro["accuracy_miss"].map(lambda v: draw.number(v, missing=draw.UNDEFINED)),
     "accuracy (excluded)": macro["accuracy_exclude"].map(lambda v: draw.number(v, missing=draw.UNDEFINED)),
@@ -114,7 +115,7 @@ draw.chart(accuracy_chart(shown, colours, list(tax.names())),
            "Left: abstentions count as wrong; middle: abstentions left out; right: the share answered with a label. "
            "A judge that abstains where the image shows little looks worse on the left and better in the middle.")
 st.dataframe({
-    "judge": shown["judge"], "attribute": shown["attribute"], "asked": shown["n"].map(draw.count),
+    "judge": shown["judge"].map(draw.visible), "attribute": shown["attribute"].map(draw.visible), "asked": shown["n"].map(draw.count),
     "coverage": shown["coverage"].map(draw.percent),
     "accuracy (miss) [95%]": [draw.interval(v, lo, hi, missing=draw.UNDEFINED) for v, lo, hi in
                               zip(shown["accuracy_miss"], shown["accuracy_miss_lo"], shown["accuracy_miss_hi"])],
@@ -145,7 +146,7 @@ draw.chart(draw.layout(fig, f"{draw.plain(judge)} · {draw.plain(condition)} · 
            "missing answers (a parse failure of the call). A gold abstention label (no evidence) is shown but not scored.")
 by_label = result.by_label[(result.by_label["judge"] == judge) & (result.by_label["condition"] == condition)
                            & (result.by_label["attribute"] == attribute)]
-st.dataframe({"gold label": by_label["gold"], "images": by_label["n"].map(draw.count),
+st.dataframe({"gold label": by_label["gold"].map(draw.visible), "images": by_label["n"].map(draw.count),
               "coverage": by_label["coverage"].map(draw.percent),
               "accuracy (miss)": by_label["accuracy_miss"].map(draw.number),
               "accuracy (excluded)": by_label["accuracy_exclude"].map(lambda v: draw.number(v, missing=draw.UNDEFINED))},
@@ -178,6 +179,6 @@ for row in wrong.iloc[(page - 1) * GALLERY: page * GALLERY].itertuples():
     facts.markdown(f"**{draw.esc(row.judge)}** · gold **{draw.esc(row.gold)}** · answered "
                    f"**{draw.esc(row.answer if isinstance(row.answer, str) else 'nothing')}** ({draw.esc(row.status)})")
     facts.caption(f"image {draw.esc(row.candidate_id)} · prompt: {draw.esc(row.prompt)}")
-    facts.text(f"rationale: {row.rationale if isinstance(row.rationale, str) else '(none recorded)'}")
-    facts.code(row.raw_output if isinstance(row.raw_output, str) else "(no raw output recorded)", language=None,
+    facts.text(draw.visible(f"rationale: {row.rationale if isinstance(row.rationale, str) else '(none recorded)'}"))
+    facts.code(draw.visible(row.raw_output) if isinstance(row.raw_output, str) else "(no raw output recorded)", language=None,
                wrap_lines=True)

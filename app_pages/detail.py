@@ -22,21 +22,22 @@ draw.header(
     "One pool in every order: what each judge saw, what it returned, and what each gate did with it.",
 )
 data = sel.data()
-flt = context.pool_filter_from_url()
+flt = context.pool_filter_from_url(context.filter_options(data))
 matches = browse.filter_pools(data, sel.outcomes(), flt) if sel.judge else data.prompts
 ids = matches["prompt_id"].tolist()
 first = ids[0] if ids else data.prompts["prompt_id"].iat[0]
 prompt_id = context.bound(st.text_input, "Prompt id", "prompt", first, always=True)
 try:
     row = browse.prompt_row(data, prompt_id)
-except KeyError as err:
-    st.error(f"{err.args[0]}. Pick a pool in the explorer or paste a prompt id from this dataset.")
+except KeyError:
+    st.warning(f"Prompt {context.quote(prompt_id)} does not exist in this dataset: pick a pool in the explorer "
+               "or paste a prompt id from this dataset.", icon=":material/link_off:")
     st.stop()
 
 # --- the prompt, and where it sits in the explorer's filter
 pool = data.prompts.iloc[row]
 st.subheader("Prompt")
-st.text(pool["prompt"])
+st.text(draw.visible(pool["prompt"]))
 st.caption(f"{draw.esc(draw.place(pool['country']) if pool['country'] else 'no country')} · {draw.esc(pool['category'] or 'no category')} · {pool['m']} images")
 previous, following = browse.neighbours(ids, prompt_id)
 link_filter = context.filter_params(flt)
@@ -113,5 +114,7 @@ glance.frame(decisions,
 if context.bound(st.toggle, "Show each call's raw output and parse status", "raw", False):
     for call in calls.itertuples():
         with st.expander(f"{draw.esc(call.judge)} · order {call.order_index} · {draw.esc(call.status)}"):
-            st.code(call.raw_output if call.raw_output is not None else "(no output recorded)", language=None, wrap_lines=True)
-            st.text(f"status: {call.status} · attempts: {call.attempts} · parse note: {call.parse_note if isinstance(call.parse_note, str) else '—'}")
+            st.code(draw.visible(call.raw_output) if call.raw_output is not None else "(no output recorded)", language=None,
+                    wrap_lines=True)
+            st.text(draw.visible(f"status: {call.status} · attempts: {call.attempts} · parse note: "
+                                 f"{call.parse_note if isinstance(call.parse_note, str) else '—'}"))

@@ -31,14 +31,13 @@ if sel.judge is None:
 
 data = sel.data()
 outcomes = sel.outcomes()
-generators = sorted({g for g in data.source_models[data.mask].tolist() if g})
+options = context.filter_options(data)
 
 # --- the filter, every field bound to the URL
 top = st.columns([2, 2, 2, 3])
-countries = context.bound(top[0].multiselect, "Country", "country", (), sorted(outcomes["country"].dropna().unique()),
-                          format_func=draw.place)
-categories = context.bound(top[1].multiselect, "Category", "category", (), sorted(outcomes["category"].dropna().unique()))
-chosen_generators = context.bound(top[2].multiselect, "Generator in pool", "generator", (), generators)
+countries = context.bound(top[0].multiselect, "Country", "country", (), options["country"], format_func=draw.place)
+categories = context.bound(top[1].multiselect, "Category", "category", (), options["category"])
+chosen_generators = context.bound(top[2].multiselect, "Generator in pool", "generator", (), options["generator"])
 text = context.bound(top[3].text_input, "Prompt contains", "q", "")
 below = st.columns([5, 2, 1.4, 1])
 chosen_outcomes = context.bound(
@@ -70,8 +69,11 @@ if st.session_state.get("_explorer_filter", flt) != flt:
 st.session_state["_explorer_filter"] = flt
 n_pages = browse.page_bounds(len(matches), 1, page_size)[2]
 context.adopt("pg", 1)
+if not 1 <= st.session_state["pg"] <= n_pages:
+    shown = min(max(int(st.session_state["pg"]), 1), n_pages)
+    context.refuse("pg", st.session_state["pg"], shown)
+    st.session_state["pg"] = shown
 context.warn_refused()
-st.session_state["pg"] = min(max(int(st.session_state["pg"]), 1), n_pages)
 count, pager = st.columns([3, 1])
 count.markdown(f"**{len(matches):,}** of {len(outcomes):,} pools match · sorted by {browse.SORT_KEYS[sort]}")
 page = pager.number_input(f"Page (of {n_pages})", min_value=1, max_value=n_pages, step=1, key="pg")
@@ -92,7 +94,7 @@ link_filter = context.filter_params(flt)
 grid = st.columns(2)
 for k, pool in enumerate(shown.itertuples()):
     with grid[k % 2].container(border=True):
-        st.text(pool.prompt)
+        st.text(draw.visible(pool.prompt))
         st.caption(draw.pool_facts(pool, sel.judge))
         pool_tiles = tiles.loc[tiles["row"] == pool.Index]
         st.image(draw.pool_strip(pool_tiles, colours, marks, THUMB, data.mask.shape[1]))

@@ -29,9 +29,11 @@ from audit_core import audit_cache, browse, store
 from audit_core.analysis import AuditResult, audit
 from audit_core.audit_data import AuditData, load_audit_data
 from audit_core.errors import DatabaseFileError, DatabaseHeld
+from audit_core.ingest.values import excerpt
 from audit_core.outcomes import prompt_outcomes
 from audit_core.policies import policy_picks
 from audit_core.rating_audit import RatingAuditResult, RatingData, consensus_pools, load_rating_data, rating_audit
+from audit_core.report import visible
 
 DEMO_COMMAND = "python -m runners.demo --db data/demo.duckdb"
 DEFAULT_POOL = "all"  # the reference pool whose consensus is the selection audit's utility unless one is chosen
@@ -42,6 +44,8 @@ _SELECTION = "_selection"
 _REFUSED = "_url_refused"
 _VIEWS = "_url_views"  # page -> the URL parameters of its view when last drawn (`remember_view`)
 PAGE_DIR = Path(__file__).resolve().parents[1] / "app_pages"  # app.py names each page after its file there
+# The pages' names, listed once: a `page` value from a URL is looked up here, never made into a path.
+PAGE_NAMES = frozenset(p.stem for p in PAGE_DIR.glob("*.py"))
 
 UrlValue = str | int | bool | tuple[str, ...]
 
@@ -108,9 +112,9 @@ def warn_refused() -> None:
     """Draw one warning per URL value refused since the last call, naming its key and value (escaped)."""
     for key, value, shown in st.session_state.pop(_REFUSED, []):
         values = value if isinstance(value, tuple) else (value,)
-        named = ", ".join(_code(str(v)) for v in values)
-        instead = f"showing {_code(str(shown))} instead" if shown is not None else "left out"
-        st.warning(f"This link's {_code(key)} names {named}, which does not exist here: {instead}.",
+        named = ", ".join(quote(str(v)) for v in values)
+        instead = f"showing {quote(str(shown))} instead" if shown is not None else "left out"
+        st.warning(f"This link's {quote(key)} names {named}, which does not exist here: {instead}.",
                    icon=":material/link_off:")
 
 
@@ -135,6 +139,16 @@ def adopt(key: str, default: UrlValue, options: Sequence[object] | None = None, 
     if refused is not None:
         refuse(key, refused, None if isinstance(value, tuple) else value)
     st.session_state[key] = list(value) if isinstance(value, tuple) else value
+
+
+def single(key: str, value: str | None) -> str | None:
+    """`value`, the only choice URL parameter `key` has here (None: none at all), with no widget drawn:
+    a link naming anything else is `refuse`d and the key leaves the URL."""
+    if (raw := st.query_params.get(key)) is not None and raw != value:
+        refuse(key, raw, value)
+    publish(key, value, value)
+    warn_refused()
+    return value
 
 
 def publish(key: str, value: object, default: object) -> None:
@@ -439,9 +453,11 @@ def preload(view: DefaultView) -> None:
         _audit(view.db_path, stamp, view.dataset_id, view.pool, view.resamples)
 
 
-def _code(text: str) -> str:
-    """`text` as a Markdown code span: shown literally (backticks, which would end it, become quotes)."""
-    return "`" + text.replace("`", "'") + "`"
+def quote(text: str, cut: bool = True) -> str:
+    """`text` as a Markdown code span: shown literally (backticks, which would end it, become quotes),
+    invisible and direction-steering characters as markers (`visible`), line breaks as spaces; with
+    `cut`, a long value (a URL's) as a short marked excerpt (`audit_core.ingest.values.excerpt`)."""
+    return "`" + visible(excerpt(text) if cut else text).replace("`", "'").replace("\r", " ").replace("\n", " ") + "`"
 
 
 def sidebar() -> Selection:
@@ -450,7 +466,7 @@ def sidebar() -> Selection:
     st.session_state[_REFUSED] = []  # a run stopped before drawing its warnings leaves none for the next
     db_name, db_path, db_default = _database(side)
     if not Path(db_path).is_file():
-        side.error(f"{_code(db_name)}: no such database. Build the demo with `{DEMO_COMMAND}`.")
+        side.error(f"{quote(db_name)}: no such database. Build the demo with `{DEMO_COMMAND}`.")
         st.stop()
     stamp = db_stamp(db_path)
     try:
@@ -458,12 +474,12 @@ def sidebar() -> Selection:
     except DatabaseFileError as err:  # not a DuckDB file, or held by a job writing to it
         hint = " A runner or an ingest is writing to it: wait for it to finish, or open a copy." \
             if isinstance(err, DatabaseHeld) else ""
-        side.error(f"{_code(db_name)} cannot be opened read-only: {_code(err.message.replace(db_path, db_name))}.{hint}")
+        side.error(f"{quote(db_name)} cannot be opened read-only: {quote(err.message.replace(db_path, db_name), cut=False)}.{hint}")
         st.stop()
     if datasets.empty:
-        side.error(f"{_code(db_name)} holds no dataset yet: import one with `python -m runners.ingest`.")
+        side.error(f"{quote(db_name)} holds no dataset yet: import one with `python -m runners.ingest`.")
         st.stop()
-    names = {r.dataset_id: f"{r.name} ({r.prompts} prompts){' · SIMULATED' if is_simulated(r._asdict()) else ''}"
+    names = {r.dataset_id: visible(f"{r.name} ({r.prompts} prompts){' · SIMULATED' if is_simulated(r._asdict()) else ''}")
              for r in datasets.itertuples()}
     ids = list(names)
     adopt("dataset", default_dataset(datasets), ids, sticky=True)
@@ -478,15 +494,13 @@ def sidebar() -> Selection:
     if len(pools) > 1:
         adopt("pool", pool, pools, sticky=True)
         pool = side.selectbox(
-            "Reference pool", pools, key="pool",
+            "Reference pool", pools, key="pool", format_func=visible,
             help="Whose alignment ratings are the utility of every selection page: each pool's consensus "
             "gives its own regret, gain and below-mean rate.",
         )
         publish("pool", pool, default_pool(pools))
     else:
-        if (raw := st.query_params.get("pool")) is not None and raw != pool:
-            refuse("pool", raw, pool)
-        publish("pool", pool, pool)  # nothing to choose: a pool named by a link for another dataset leaves the URL
+        single("pool", pool)  # nothing to choose: a pool named by a link for another dataset leaves the URL
     judges = tuple(_audit_data(db_path, stamp, dataset_id, pool).judges) if pools else ()
     judge = None
     if not pools:
@@ -494,7 +508,7 @@ def sidebar() -> Selection:
                   f"{_judge_pages(db_path, stamp, dataset_id)}.")
     elif judges:
         adopt("judge", judges[0], judges, sticky=True)
-        judge = side.selectbox("Judge", judges, key="judge")
+        judge = side.selectbox("Judge", judges, key="judge", format_func=visible)
         publish("judge", judge, None)
     else:
         side.info("No selector judge has been recorded on this dataset yet.")
@@ -532,7 +546,7 @@ def _database(side: Any) -> tuple[str, str, bool]:
         try:
             st.query_params["db"] = allowed.database_name(raw, found)  # a path to an allowed file: its name
         except allowed.Refused as err:
-            refusal = f"This link names the database {_code(raw)}, which this app may not open: {err}. Nothing was opened."
+            refusal = f"This link names the database {quote(raw)}, which this app may not open: {err}. Nothing was opened."
             st.query_params.pop("db")
     if default is None:
         side.error(f"No database to open. Build the demo with `{DEMO_COMMAND}`, or start the app with "
@@ -541,7 +555,7 @@ def _database(side: Any) -> tuple[str, str, bool]:
     names = list(found)
     adopt("db", default, names, sticky=True)
     name = side.selectbox(
-        "Database", names, key="db",
+        "Database", names, key="db", format_func=visible,
         help="The databases this app was started with (`-- --db PATH`, $JUDGE_AUDIT_DB) and those in its data folder.",
     )
     publish("db", name, default)
@@ -562,7 +576,7 @@ def selection(page: str) -> Selection:
     A `page` parameter naming no page of the app is refused (`refuse`): this page is shown instead.
     """
     requested = st.query_params.get("page")
-    if requested is not None and requested != page and not (PAGE_DIR / f"{requested}.py").is_file():
+    if requested is not None and requested != page and requested not in PAGE_NAMES:
         refuse("page", requested, page)
     st.query_params["page"] = page
     return st.session_state[_SELECTION]
@@ -584,24 +598,40 @@ def remember_view(page: str, keys: Sequence[str]) -> None:
     st.session_state.setdefault(_VIEWS, {})[page] = {k: st.query_params.get_all(k) for k in keys if k in st.query_params}
 
 
-def pool_filter_from_url() -> browse.PoolFilter:
-    """The explorer filter named by the URL (the detail page uses it for previous/next); an outcome
-    or sort key that does not exist is `refuse`d."""
+def filter_options(data: AuditData) -> dict[str, list[str]]:
+    """The values the explorer's filter offers: "country", "category" and "generator" → sorted values."""
+    return {"country": sorted(data.prompts["country"].dropna().unique()),
+            "category": sorted(data.prompts["category"].dropna().unique()),
+            "generator": sorted({g for g in data.source_models[data.mask].tolist() if g})}
+
+
+def pool_filter_from_url(options: Mapping[str, Sequence[str]]) -> browse.PoolFilter:
+    """The explorer filter named by the URL (the detail page uses it for previous/next); a country,
+    category or generator not among `options` (`filter_options`), an outcome or sort key that does
+    not exist, or a `desc` that is not a flag is `refuse`d."""
     q = st.query_params
+    chosen = {}
+    for key in ("country", "category", "generator"):
+        chosen[key], refused = _parse(tuple(q.get_all(key)) or None, (), list(options[key]))
+        if refused:
+            refuse(key, refused)
     outcomes, refused = _parse(tuple(q.get_all("outcome")) or None, (), list(browse.OUTCOME_FILTERS))
     if refused:
         refuse("outcome", refused)
     sort, refused = _parse(q.get("sort"), "regret", list(browse.SORT_KEYS))
     if refused:
         refuse("sort", refused, sort)
+    descending, refused = _parse(q.get("desc"), True, None)
+    if refused is not None:
+        refuse("desc", refused, True)
     return browse.PoolFilter(
-        countries=tuple(q.get_all("country")),
-        categories=tuple(q.get_all("category")),
-        generators=tuple(q.get_all("generator")),
+        countries=chosen["country"],
+        categories=chosen["category"],
+        generators=chosen["generator"],
         text=q.get("q", ""),
         outcomes=outcomes,
         sort=sort,
-        descending=q.get("desc", "1") != "0",
+        descending=bool(descending),
     )
 
 
@@ -635,8 +665,12 @@ def bound(
 
     `always` keeps the value in the URL even when it equals the default (a
     default that depends on other state, like the first pool of a filter).
+    Options are shown through their `format_func` (default `str`) made `visible`.
     """
     adopt(key, default, options)
+    if options is not None:
+        shown = kwargs.get("format_func", str)
+        kwargs["format_func"] = lambda option: visible(shown(option))
     value = widget(label, options, key=key, **kwargs) if options is not None else widget(label, key=key, **kwargs)
     publish(key, value, None if always else default)
     warn_refused()

@@ -3,13 +3,13 @@
 
 Every string that comes from data (prompts, names, raw outputs) is either drawn
 with a plain-text element (`st.text`, `st.code`, dataframes) or passed through
-`esc` (Markdown), `html.escape` (the HTML legend) or `plain` (Plotly) first.
+`esc` (Markdown), `escape_html` (the HTML legend) or `plain` (Plotly) first; plain-text elements
+get `visible` text, so a direction override in a name shows as `⟨U+202E⟩` everywhere.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import io
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -25,7 +25,7 @@ from PIL import Image, ImageDraw, ImageFont
 from app_ui import context
 from app_ui.context import Selection
 from audit_core import thumbnails
-from audit_core.report import escape_markdown
+from audit_core.report import escape_html, escape_markdown, visible
 from findings import colours
 from findings.figures import (  # noqa: F401  (the pages call them as draw.X)
     POOL_COLOURS, distribution_chart, forest, gate_chart, group_bars, layout, plain, pool_colours, slot_chart,
@@ -46,7 +46,7 @@ def esc(text: object) -> str:
 def place(name: object) -> str:
     """A country (or other place) name as written: a source's underscores ("South_Africa") become spaces;
     the stored value is unchanged."""
-    return MISSING if name is None or (not isinstance(name, str) and pd.isna(name)) else str(name).replace("_", " ")
+    return MISSING if name is None or (not isinstance(name, str) and pd.isna(name)) else visible(name).replace("_", " ")
 
 
 def judge_colours(judges: Sequence[str]) -> dict[str, str]:
@@ -70,7 +70,7 @@ def legend(judges: Sequence[str], colours: Mapping[str, str], marks: Mapping[str
     """One line naming each judge's frame colour and mark, plus the best-rated star."""
     items = [
         f'<span style="border:3px solid {colours[j]};padding:0 6px;margin-right:10px;border-radius:4px">'
-        f"<b>{html.escape(marks[j])}</b> {html.escape(j)}</span>"
+        f"<b>{escape_html(marks[j])}</b> {escape_html(j)}</span>"
         for j in judges
     ]
     items.append(f'<span style="color:{STAR_COLOUR}">★</span> best-rated (ties all starred)')
@@ -313,7 +313,7 @@ def text(value: object) -> str:
         return "yes" if value else "no"
     if isinstance(value, float):
         return number(value)
-    return str(value)
+    return visible(value)
 
 
 def three_places(value: object) -> str:
@@ -415,7 +415,7 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *, index: b
                      for v, lo, hi in zip(shown[name], shown[f"{name}_lo"], shown[f"{name}_hi"])]
         else:
             cells = [col.show(v) for v in shown[name]]
-        header = col.header + (" [95%]" if bounded else "")
+        header = visible(col.header) + (" [95%]" if bounded else "")
         out[header if header not in out else f"{header} ({name})"] = cells  # two names, one word: both kept
     return pd.DataFrame(out)
 
@@ -431,8 +431,8 @@ def pools_side_by_side(rows: pd.DataFrame, index: str) -> pd.DataFrame:
     table = pd.DataFrame(index=pd.Index(list(dict.fromkeys(rows[index])), name=index))
     for pool, part in rows.groupby("pool", sort=True):
         part = part.set_index(index)
+        pool, cells = visible(pool), list(part.itertuples())
         table[f"{pool} · n"] = part["n"]
-        cells = list(part.itertuples())
         table[f"{pool} · MAE"] = [interval(r.mae, r.mae_lo, r.mae_hi, missing=UNDEFINED) for r in cells]
         table[f"{pool} · r"] = [interval(r.pearson, r.pearson_lo, r.pearson_hi, missing=UNDEFINED) for r in cells]
         table[f"{pool} · κ"] = [number(v, missing=UNDEFINED) for v in part["qwk"]]

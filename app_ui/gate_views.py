@@ -92,13 +92,14 @@ def composer(sel: Selection, data: AuditData) -> gc.ComposedGate | None:
         st.session_state["cg_judge"] = sel.judge or data.judges[0]
     kinds = [k for k in gc.KINDS if (k not in gc.SCORER_KINDS or data.scorers) and (k != "judge" or len(data.judges) > 1)]
     cols = st.columns([1.3, 0.7, 1.6, 1.3, 1.1])
-    judge = cols[0].selectbox("Base judge", data.judges, key="cg_judge", on_change=_rebase)
+    judge = cols[0].selectbox("Base judge", data.judges, key="cg_judge", on_change=_rebase, format_func=draw.visible)
     cols[1].selectbox("Join", ("and", "or"), key="cg_joint", disabled=held is None,
                       help="AND binds tighter than OR: a and b or c is (a and b) or c.")
     kind = cols[2].selectbox("Condition", kinds, key="cg_kind", format_func=KIND_WORDS.get)
     others = [j for j in data.judges if j != judge]
     names = data.scorers if kind in gc.SCORER_KINDS else others if kind == "judge" else [judge, *others]
-    name = cols[3].selectbox("scorer" if kind in gc.SCORER_KINDS else "judge", names, key=f"cg_name_{kind}_{judge}")
+    name = cols[3].selectbox("scorer" if kind in gc.SCORER_KINDS else "judge", names, key=f"cg_name_{kind}_{judge}",
+                           format_func=draw.visible)
     if kind == "orders":
         k = data.n_orders(name)
         cols[4].number_input(f"k of {k} orders", 1, k, k, key=f"cg_k_{name}")

@@ -13,7 +13,7 @@ import streamlit as st
 
 from app_ui import draw
 from app_ui.context import Selection
-from audit_core.report import escape_markdown
+from audit_core.report import escape_markdown, visible
 from findings import colours
 from findings.figures import with_coverage
 
@@ -83,8 +83,21 @@ def cards(where: Any, shown: Sequence[Card]) -> None:
 
 def frame(table: pd.DataFrame, where: Any = None, *, index: bool = False, **kwargs: Any) -> None:
     """`st.dataframe` (in container `where`, default the page) tall enough for every row, so a small
-    table never scrolls; the index only with `index`."""
-    (where or st).dataframe(table, hide_index=not index, width="stretch", height="content", **kwargs)
+    table never scrolls; the index only with `index`. Headers, index labels and text cells are shown
+    `visible` (a judge or generator named with a direction override shows it as a marker)."""
+    (where or st).dataframe(visible_table(table), hide_index=not index, width="stretch", height="content", **kwargs)
+
+
+def visible_table(table: pd.DataFrame) -> pd.DataFrame:
+    """A copy of `table` whose column names, index labels and string cells are made `visible`."""
+    def shown(value: object) -> object:
+        return visible(value) if isinstance(value, str) else value
+    out = table.rename(columns=shown, index=shown)
+    for k, column in enumerate(out.columns):
+        cells = out.iloc[:, k]
+        if cells.dtype == object or pd.api.types.is_string_dtype(cells):
+            out.isetitem(k, cells.map(shown))
+    return out
 
 
 def times(ratio: object) -> str:

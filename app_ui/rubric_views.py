@@ -70,14 +70,16 @@ def rubric_vs_scorer_section(sel: Selection, judge: str | None, condition: str |
     data = sel.rating_data()
     result = None if data is None else _comparison(sel.db_path, sel.stamp, sel.dataset_id, sel.resamples, data)
     if result is None:
+        context.single("scorer", None)
         st.info(NO_SCORER)
         return
     glance.frame(comparison_table(result.correlations))
     if judge is None or condition is None:
+        context.single("scorer", None)
         return
     scorers = list(dict.fromkeys(result.correlations["scorer"]))
     scorer = context.bound(st.selectbox, "Content scorer", "scorer", scorers[0], scorers) if len(scorers) > 1 \
-        else scorers[0]
+        else context.single("scorer", scorers[0])
     items = result.items
     mine = items[(items["judge"] == judge) & (items["condition"] == condition) & (items["scorer"] == scorer)]
     colour = draw.judge_colours(sorted(set(result.correlations["judge"])))[judge]

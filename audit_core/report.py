@@ -10,12 +10,19 @@ HTML report (`findings.selection`); only `markdown_table` and the headings escap
 with `escape_markdown`: a character is escaped only where Markdown (CommonMark, GFM
 and Streamlit's extensions `:emoji:`, `:red[..]`, `$..$`) would read it as syntax,
 so a judge named `*x*` or `<script>` renders literally and ordinary text keeps no backslashes.
+
+Data text is also made `visible` before it is rendered anywhere (Markdown here, HTML by
+`escape_html`, figures by `findings.figures.plain`, the app's plain-text elements): a
+direction override, isolate or mark, or another invisible control, becomes a visible
+marker such as `⟨U+202E⟩`, so a name can neither reorder the numbers beside it nor hide text.
 """
 
 from __future__ import annotations
 
+import html
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
@@ -34,20 +41,51 @@ _INLINE = re.compile(
 )
 _LINE_START = re.compile(r"^(?:([#>+=-])|(\d+)([.)]))")  # headings, quotes, lists, setext lines
 _SIMULATED = re.compile(r"\bsimulated\b", re.IGNORECASE)
+# Joiners shape Arabic, Indic and emoji text and reorder nothing: they stay as written.
+_JOINERS = frozenset("\u200c\u200d")
+_UNSEEN_CATEGORIES = frozenset(("Cf", "Cc", "Zl", "Zp"))  # format and control characters, line and paragraph separators
 TABLE_KINDS = ("random", "oracle", "judge", "majority", "order_gate", "order_gate_rejected", "judge_gate",
                "judge_gate_rejected", "scorer", "scorer_gate", "scorer_gate_rejected")
 CULTURAL_KINDS = ("judge", "majority", "scorer")
 
 
+def _marker(char: str) -> str:
+    return f"⟨U+{ord(char):04X}⟩"
+
+
+def unseen(char: str) -> bool:
+    """Whether `char` is invisible or steers the text around it: a format character (Unicode
+    category Cf: the bidi overrides, embeddings, isolates and marks U+202A–U+202E, U+2066–U+2069,
+    U+200E, U+200F, U+061C, zero-width spaces, tags...) other than the two joiners, a control
+    character other than tab and line breaks, or a line or paragraph separator."""
+    return (unicodedata.category(char) in _UNSEEN_CATEGORIES and char not in _JOINERS
+            and char not in "\t\n\r")
+
+
+def visible(text: object) -> str:
+    """`str(text)` with every `unseen` character replaced by a visible marker, `⟨U+202E⟩` for
+    U+202E: the one rule for data text in the app, the reports and the figures. Tabs and line
+    breaks are left to each renderer; everything else is unchanged."""
+    out = str(text)
+    if out.isascii() and out.isprintable():  # the common case: nothing to mark
+        return out
+    return "".join(_marker(c) if unseen(c) else c for c in out)
+
+
+def escape_html(text: object) -> str:
+    """`text` made `visible` and escaped for HTML (element text and quoted attribute values)."""
+    return html.escape(visible(text))
+
+
 def escape_markdown(text: object, line_start: bool = False) -> str:
-    """`text` as Markdown that renders literally, on one line (line breaks become spaces).
+    """`text` made `visible`, as Markdown that renders literally, on one line (line breaks become spaces).
 
     Escapes only what Markdown would misread (see the module docstring): `*`, `` ` ``, `~`,
     `$`, `|`, `^` and `\\` anywhere; `_` unless between letters or digits; `]` before `(`,
     `[` or `:`; `<` before a tag; `&` of an entity; `:` before a letter; a trailing `#`. With
     `line_start` (a paragraph's text), also a leading block marker (`#`, `>`, `-`, `+`, `=`, `1.`).
     """
-    out = str(text).replace("\r", " ").replace("\n", " ")
+    out = visible(str(text).replace("\r", " ").replace("\n", " "))
     out = _INLINE.sub(lambda m: "\\" + m.group(0), out.lstrip() if line_start else out)
     out = re.sub(r"(\s)(#+\s*)$", lambda m: m.group(1) + "\\" + m.group(2), out)  # a heading's closing sequence
     if line_start:  # leading blanks are dropped: four of them would start a code block

@@ -1,21 +1,21 @@
 """The pieces a report section is made of, each rendered both as HTML and as Markdown.
 
 Every text in a block is plain text (data strings included): `html` escapes it with
-`html.escape`, `markdown` with `audit_core.report.escape_markdown`, so a judge named
-`<script>` or `*x*` reads literally in both. Figures are Plotly figures, drawn inline in
+`audit_core.report.escape_html`, `markdown` with `audit_core.report.escape_markdown`, so a
+judge named `<script>` or `*x*` reads literally in both, and a direction override in a name
+shows as a marker (`⟨U+202E⟩`) in both instead of reordering the numbers beside it. Figures are Plotly figures, drawn inline in
 the HTML (plotly.js is embedded once per document) and referenced in the Markdown by their
 exported file (`figures/<name>.svg`); gallery images are data URIs.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
-from audit_core.report import escape_markdown, markdown_table
+from audit_core.report import escape_html, escape_markdown, markdown_table
 
 FIGURE_CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -28,7 +28,7 @@ class Paragraph:
     warning: bool = False
 
     def html(self) -> str:
-        return f'<p class="{"warning" if self.warning else "text"}">{html.escape(self.text)}</p>'
+        return f'<p class="{"warning" if self.warning else "text"}">{escape_html(self.text)}</p>'
 
     def markdown(self) -> str:
         return f"> **{escape_markdown(self.text)}**" if self.warning else escape_markdown(self.text, line_start=True)
@@ -43,9 +43,9 @@ class Table:
     caption: str = ""
 
     def html(self) -> str:
-        head = "".join(f"<th>{html.escape(str(h))}</th>" for h in self.header)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in self.rows)
-        caption = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
+        head = "".join(f"<th>{escape_html(str(h))}</th>" for h in self.header)
+        body = "".join("<tr>" + "".join(f"<td>{escape_html(str(c))}</td>" for c in row) + "</tr>" for row in self.rows)
+        caption = f"<caption>{escape_html(self.caption)}</caption>" if self.caption else ""
         return f'<div class="table"><table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
     def markdown(self) -> str:
@@ -63,7 +63,7 @@ class Figure:
 
     def html(self) -> str:
         div = self.figure.to_html(full_html=False, include_plotlyjs=False, config=FIGURE_CONFIG, div_id=f"fig-{self.name}")
-        return f'<figure>{div}<figcaption>{html.escape(self.caption)}</figcaption></figure>'
+        return f'<figure>{div}<figcaption>{escape_html(self.caption)}</figcaption></figure>'
 
     def markdown(self) -> str:
         return f"![{escape_markdown(self.caption)}](figures/{self.name}.svg)\n\n{escape_markdown(self.caption, line_start=True)}"
@@ -84,12 +84,12 @@ class Tile:
     def html(self) -> str:
         rings = ", ".join(f"0 0 0 {4 * (k + 1)}px {c}" for k, c in enumerate(self.frames))
         style = f' style="box-shadow: {rings}; margin: {4 * len(self.frames) + 2}px"' if self.frames else ""
-        picture = (f'<img src="{self.image}" alt="{html.escape(self.candidate_id)}">' if self.image
+        picture = (f'<img src="{self.image}" alt="{escape_html(self.candidate_id)}">' if self.image
                    else '<div class="noimage">no image</div>')
         star = '<span class="star" title="best-rated">★</span>' if self.best else ""
-        marks = f'<div class="marks">{html.escape(" · ".join(self.marks))}</div>' if self.marks else ""
+        marks = f'<div class="marks">{escape_html(" · ".join(self.marks))}</div>' if self.marks else ""
         return (f'<div class="tile"><div class="frame"{style}>{picture}{star}</div>'
-                f'<div class="caption">{html.escape(self.caption)}</div>{marks}</div>')
+                f'<div class="caption">{escape_html(self.caption)}</div>{marks}</div>')
 
     def markdown(self) -> str:
         parts = [self.candidate_id, self.caption, *(["best"] if self.best else []),
@@ -107,8 +107,8 @@ class PoolCard:
 
     def html(self) -> str:
         tiles = "".join(t.html() for t in self.tiles)
-        return (f'<div class="pool"><div class="pool-head">{html.escape(self.heading)}</div>'
-                f'<div class="prompt">{html.escape(self.prompt)}</div><div class="tiles">{tiles}</div></div>')
+        return (f'<div class="pool"><div class="pool-head">{escape_html(self.heading)}</div>'
+                f'<div class="prompt">{escape_html(self.prompt)}</div><div class="tiles">{tiles}</div></div>')
 
     def markdown(self) -> str:
         return "\n".join([f"**{escape_markdown(self.heading)}**: {escape_markdown(self.prompt)}", "",
@@ -125,7 +125,7 @@ class Gallery:
 
     def html(self) -> str:
         cards = "".join(p.html() for p in self.pools) or '<p class="text">No pool meets this rule.</p>'
-        return (f'<div class="gallery"><h3>{html.escape(self.title)}</h3><p class="rule">{html.escape(self.rule)}</p>'
+        return (f'<div class="gallery"><h3>{escape_html(self.title)}</h3><p class="rule">{escape_html(self.rule)}</p>'
                 f"{cards}</div>")
 
     def markdown(self) -> str:
@@ -149,7 +149,7 @@ class Section:
         return [b for b in self.blocks if isinstance(b, Figure)]
 
     def html(self) -> str:
-        return (f'<section id="{html.escape(self.key)}"><h2>{html.escape(self.title)}</h2>'
+        return (f'<section id="{escape_html(self.key)}"><h2>{escape_html(self.title)}</h2>'
                 + "".join(b.html() for b in self.blocks) + "</section>")
 
     def markdown(self) -> str:

@@ -8,11 +8,9 @@ or online the page requests nothing.
 
 from __future__ import annotations
 
-import html
-
 from plotly.offline import get_plotlyjs
 
-from audit_core.report import escape_markdown
+from audit_core.report import escape_html, escape_markdown
 from findings.blocks import Section
 from findings.inputs import ReportInput
 
@@ -56,15 +54,15 @@ def title(report: ReportInput) -> str:
 
 def report_html(report: ReportInput, sections: list[Section]) -> str:
     """The whole report as one HTML document that needs no other file and no network."""
-    nav = "".join(f'<a href="#{html.escape(s.key)}">{html.escape(s.title)}</a>' for s in sections)
+    nav = "".join(f'<a href="#{escape_html(s.key)}">{escape_html(s.title)}</a>' for s in sections)
     body = "".join(s.html() for s in sections)
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{html.escape(title(report))}</title><style>{STYLE}</style>"
+        f"<title>{escape_html(title(report))}</title><style>{STYLE}</style>"
         f'<script type="text/javascript">{get_plotlyjs()}</script></head>'
-        f"<body><h1>{html.escape(title(report))}</h1><nav>{nav}</nav>{body}"
+        f"<body><h1>{escape_html(title(report))}</h1><nav>{nav}</nav>{body}"
         "<footer>Written by runners.report (Judge Audit). Every number is the audit's; figures are also in "
         "figures/ as SVG and PNG, tables in the CSV files beside this report.</footer></body></html>\n"
     )

@@ -2,19 +2,20 @@
 
 No Streamlit here: every builder takes audit frames and returns a `go.Figure`. Data text
 (names, countries) passes through `plain` before Plotly sees it, because Plotly reads a
-subset of HTML in names and tick labels. Colours come from `findings.colours`: a judge
+subset of HTML in names and tick labels, and a direction override in a name would reorder
+the numbers drawn beside it. Colours come from `findings.colours`: a judge
 keeps its colour everywhere, random and the oracle have theirs, and a gate's kept and
 rejected sides are drawn in `SIDE_COLOURS`, never in a judge's colour.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
 
+from audit_core.report import escape_html
 from findings import colours
 
 POOL_COLOURS: tuple[str, ...] = ("#555555", "#999999", "#333333", "#BBBBBB")  # people in greys, judges in colour
@@ -36,13 +37,14 @@ def layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int =
 
 
 def plain(text: object) -> object:
-    """Data text for Plotly, which reads a subset of HTML in names and tick labels: escaped.
+    """Data text for Plotly, which reads a subset of HTML in names and tick labels: escaped, with
+    invisible and direction-steering characters shown as markers (`audit_core.report.escape_html`).
 
     A pandas Series is escaped element-wise.
     """
     if isinstance(text, pd.Series):
-        return text.astype(str).map(html.escape)
-    return html.escape(str(text))
+        return text.astype(str).map(escape_html)
+    return escape_html(text)
 
 
 def percent(share: object) -> str:
@@ -222,7 +224,7 @@ def cultural_chart(cultural: pd.DataFrame, policies: pd.DataFrame, names: Mappin
         kind, base = rows["kind"].iloc[0], base_judge.get(policy)
         fig.add_trace(go.Scatter(
             x=rows["delta"], y=rows["outcome"].str.replace("_", " "), mode="markers", name=plain(policy),
-            orientation="h", offsetgroup=str(policy),
+            orientation="h", offsetgroup=plain(policy),
             marker={"size": 11, "symbol": colours.KIND_SYMBOLS.get(kind, "circle"),
                     "color": colours.policy_colour(kind, base if isinstance(base, str) else None, names, policy)},
             error_x=_error(rows, "delta"), customdata=rows["n"], hovertemplate="%{y}: %{x:+.3f} (n = %{customdata})",

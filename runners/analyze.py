@@ -101,7 +101,7 @@ def write_result(
                   *(["The attribute audit's tables are attributes.csv, confusion.csv and attributes_by_label.csv."]
                     if attributes is not None else [])]
         text = (f"# Findings: {escape_markdown(summary['dataset'])}\n\n"
-                + (f"{note}\n\n" if note else "")
+                + (f"{escape_markdown(note, line_start=True)}\n\n" if note else "")
                 + " ".join(["No selection audit: the dataset has no alignment ratings.", *audits]) + "\n")
     written.append(out.write_text("report.md", text))
     return written

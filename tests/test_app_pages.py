@@ -193,7 +193,8 @@ def test_detail_previous_next_walk_the_explorer_filter(db, data):
 
 def test_detail_unknown_prompt_says_what_to_do(db):
     at = open_page(db, "detail", prompt="nope")
-    assert "nope" in at.error[0].value and "explorer" in at.error[0].value
+    (warning,) = [w.value for w in at.warning if "does not exist" in w.value]
+    assert "`nope`" in warning and "explorer" in warning
 
 
 # ------------------------------------------------------------ findings
