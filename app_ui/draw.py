@@ -112,7 +112,7 @@ def _thumbnail(path: str | None, size: int, placeholder: str) -> Image.Image:
     canvas = Image.new("RGB", (size, size), "#e8e8e8")
     draw = ImageDraw.Draw(canvas)
     font = ImageFont.load_default(size=max(10, size // 9))
-    draw.multiline_text((size / 2, size / 2), f"{problem}\n{placeholder}", fill="#555555", font=font, anchor="mm", align="center")
+    draw.multiline_text((size / 2, size / 2), f"{problem}\n{visible(placeholder)}", fill="#555555", font=font, anchor="mm", align="center")
     return canvas
 
 

@@ -40,6 +40,7 @@ from audit_core.analysis import Evaluated, evaluate_policies
 from audit_core.audit_data import AuditData
 from audit_core.errors import InputError
 from audit_core.gates import gate_table, rejected
+from audit_core.ingest.values import shown as quoted  # `take` has an argument named shown
 from audit_core.policies import scorer_pick
 from audit_core.position import order_entropy
 from audit_core.votes import ABSTAIN, majority_vote, valid_picks
@@ -158,7 +159,7 @@ class _Reader:
     def error(self, what: str, position: int | None = None) -> InputError:
         if position is None:
             position = self.tokens[self.i][2] if self.i < len(self.tokens) else len(self.text)
-        return InputError(f"composed gate {self.text!r}, character {position + 1}: {what}", field=FIELD)
+        return InputError(f"composed gate {quoted(self.text)}, character {position + 1}: {what}", field=FIELD)
 
     def peek(self) -> tuple[str, str] | None:
         return self.tokens[self.i][:2] if self.i < len(self.tokens) else None
@@ -171,7 +172,7 @@ class _Reader:
                                     token[0] in ("word", "string") if expected == "name" else token[0] == "word")
         if not ok:
             shown = shown or ("a judge or scorer name" if expected == "name" else repr(expected))
-            raise self.error(f"expected {shown}, found {token[1]!r}" if token else f"expected {shown}, found the end")
+            raise self.error(f"expected {shown}, found {quoted(token[1])}" if token else f"expected {shown}, found the end")
         self.i += 1
         return token[1]
 
@@ -185,7 +186,7 @@ def _int(reader: _Reader) -> int:
     text = reader.take("word", "a whole number")
     if not re.fullmatch(r"[0-9]+", text):
         reader.i -= 1
-        raise reader.error(f"expected a whole number, found {text!r}")
+        raise reader.error(f"expected a whole number, found {quoted(text)}")
     return int(text)
 
 
@@ -197,7 +198,7 @@ def _float(reader: _Reader) -> float:
         value = math.nan
     if not math.isfinite(value):
         reader.i -= 1
-        raise reader.error(f"expected a finite number, found {text!r}")
+        raise reader.error(f"expected a finite number, found {quoted(text)}")
     return value + 0.0
 
 
@@ -205,7 +206,7 @@ def _condition(reader: _Reader, judge: str) -> Condition:
     kind = reader.take("word", f"a condition ({', '.join(KINDS)})")
     if kind.lower() not in KINDS:
         reader.i -= 1
-        raise reader.error(f"unknown condition {kind!r} (conditions: {', '.join(KINDS)})")
+        raise reader.error(f"unknown condition {quoted(kind)} (conditions: {', '.join(KINDS)})")
     kind = kind.lower()
     name = judge
     if kind not in ORDER_KINDS or reader.peek() == ("op", "("):
@@ -241,7 +242,7 @@ def parse_gate(text: str) -> ComposedGate:
     while reader.peek() is not None:
         joint = reader.keyword()
         if joint is None:
-            raise reader.error(f"expected 'and' or 'or', found {reader.peek()[1]!r}")
+            raise reader.error(f"expected 'and' or 'or', found {quoted(reader.peek()[1])}")
         reader.i += 1
         if joint == "or":
             clauses.append(tuple(clause))

@@ -93,8 +93,8 @@ def check(db: str, page: str, keys: tuple[str, ...], value: str | list[str], val
         at = visit({"db": db, "page": page, **(extra or {}), **valid, **{key: value for key in batch}})
         missing = set(batch) - FREE_TEXT - refused_keys(at)
         assert not missing, (page, missing, [w.value for w in at.warning])
-        for warning in at.warning:  # a refused value is quoted short, with its invisible characters as markers
-            assert len(warning.value) < 1_000 and "\u202e" not in warning.value and "\x00" not in warning.value
+        for note in [*at.warning, *at.caption]:  # a value is quoted short, with its invisible characters as markers
+            assert len(note.value) < 1_000 and "\u202e" not in note.value and "\x00" not in note.value, note.value[:200]
 
 
 @pytest.mark.parametrize("value", list(BAD.values()), ids=list(BAD))
