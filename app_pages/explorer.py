@@ -64,9 +64,9 @@ flt = browse.PoolFilter(
 matches = browse.filter_pools(data, outcomes, flt)
 
 # --- the count, and which page of it
-if st.session_state.get("_explorer_filter", flt) != flt:
-    st.session_state["pg"] = 1  # a new filter starts on its first page
-st.session_state["_explorer_filter"] = flt
+if st.session_state.get("_explorer_filter", (flt, page_size)) != (flt, page_size):
+    st.session_state["pg"] = 1  # a new filter or page size starts on the first page
+st.session_state["_explorer_filter"] = (flt, page_size)
 n_pages = browse.page_bounds(len(matches), 1, page_size)[2]
 context.adopt("pg", 1)
 if not 1 <= st.session_state["pg"] <= n_pages:

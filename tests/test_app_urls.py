@@ -154,3 +154,12 @@ def test_the_parameters_tested_are_every_parameter_the_app_reads() -> None:
     read = read_parameters()
     assert {"db", "page", "judge", "compose", "pg", "prompt", "gallery"} <= read  # the scan finds them
     assert read <= sent, read - sent
+
+
+def test_a_page_number_beyond_the_last_is_refused_but_a_new_page_size_just_starts_again(dbs) -> None:
+    at = visit({"db": dbs["selection"], "page": "explorer", "pg": "7"})  # 12 pools, 10 a page: 2 pages
+    assert "pg" in refused_keys(at) and at.number_input(key="pg").value == 2
+    at = visit({"db": dbs["selection"], "page": "explorer", "pg": "2"})
+    assert not refused_keys(at)
+    at.selectbox(key="per").set_value(20).run()  # one page now: the view starts on it, nothing refused
+    assert at.number_input(key="pg").value == 1 and not refused_keys(at) and "pg" not in at.query_params
