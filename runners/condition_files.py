@@ -38,7 +38,8 @@ def read_conditions(path: Path) -> tuple[str, dict]:
 
 def line_of(text: str, name: str) -> int | None:
     """Line of the first `"name":` in a JSON text, for error messages."""
-    key = re.compile(re.escape(json.dumps(name, ensure_ascii=False)) + r"\s*:")
+    spellings = {json.dumps(name, ensure_ascii=False), json.dumps(name)}  # as typed, or with \u escapes
+    key = re.compile("(?:" + "|".join(map(re.escape, spellings)) + r")\s*:")
     for number, line in enumerate(text.splitlines(), 1):
         if key.search(line):
             return number

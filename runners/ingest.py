@@ -44,9 +44,9 @@ from runners.command import STORAGE_ERRORS, storage_failure
 
 
 def named_path(text: str) -> tuple[str, str]:
-    """Parse NAME=FILE."""
+    """Parse NAME=FILE (a blank NAME is refused by `check_names`, naming the flag)."""
     name, sep, path = text.partition("=")
-    if not sep or not name or not path:
+    if not sep or not path:
         raise argparse.ArgumentTypeError(f"expected NAME=FILE, got {values.shown(text)}")
     return name, path
 

@@ -2,13 +2,22 @@
 
 Each target starts from small valid files built here (JudgeActs pools, run and
 scores; table pools as CSV, JSONL and Parquet, votes, decisions, scores, a
-rating judge's ratings, gold labels and an attribute judge's answers; CulturalFrames annotations and an image shard) and damages one of them:
+rating judge's ratings, gold labels, an attribute judge's answers and the taxonomy;
+CulturalFrames annotations and an image shard) and damages one of them:
 truncation, byte flips and insertions (invalid UTF-8, BOMs, NULs, control
 characters), or a field swapped for a value of the wrong type, a huge one, an
 odd number spelling, a path leaving the folder, another row's id. For every
 damaged input, `runners.ingest.main` either succeeds or exits 2 naming the
 input on stderr; no exception escapes; on failure an existing database is
 exactly as before and a new database path is left with no file at all.
+
+Then whole classes of hostile input, each refused in one error line, exit 2,
+the database unchanged: a FIFO, `/dev/zero`, `/dev/urandom` or a directory
+(given directly or through a symlink) in place of every input file, in a child
+process with a deadline so a blocking read fails rather than hangs; headers of
+100,000 columns; 5 MB values quoted in errors (stderr stays a few KB); and names
+that are blank (whitespace, zero-width and direction characters) in every flag
+and file field that names something.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ import contextlib
 import csv
 import io
 import json
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,8 +40,10 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from audit_core.ingest import culturalframes
+from audit_core.taxonomy import DEFAULT_TAXONOMY
 from runners import ingest
 from tests.db_snapshot import snapshot
+from tests.fixtures_isolated import run_isolated
 
 EXAMPLES = 10  # per target; the whole file runs in well under 30 s
 FUZZ = settings(
@@ -292,7 +304,8 @@ def table_argv(
         return ["table", "--pools", str(root / pools), "--votes", str(root / votes),
                 "--decisions", f"j={root / decisions}", "--scores", f"clip={root / 'tb/scores.csv'}",
                 "--ratings", f"r={root / ratings}", "--labels", str(root / labels),
-                "--labeler", f"l={root / labeler}", "--db", str(db), "--dataset", "tb"]
+                "--labeler", f"l={root / labeler}", "--taxonomy", str(root / "tb/taxonomy.json"),
+                "--db", str(db), "--dataset", "tb"]
     return argv
 
 
@@ -343,6 +356,9 @@ TARGETS: dict[str, Target] = {
                                table_argv("tb/pools.csv")),
     "table labeler jsonl": Target("tb/labeler.jsonl", lambda: jsonl_bytes(table_labeler()), table_labeler,
                                   jsonl_bytes, table_argv("tb/pools.csv")),
+    "table taxonomy": Target("tb/taxonomy.json", DEFAULT_TAXONOMY.read_bytes,
+                             lambda: [json.loads(DEFAULT_TAXONOMY.read_text())],
+                             lambda r: json_bytes(r[0] if len(r) == 1 else r), table_argv("tb/pools.csv")),
     "culturalframes annotations": Target(f"cf/{culturalframes.ANNOTATIONS_FILE}", lambda: json_bytes(cf_records()),
                                          cf_records, json_bytes, cf_argv),
     "culturalframes shard": Target("cf/data/train-0.parquet", lambda: _cf_shard(cf_images()), None, None, cf_argv),
@@ -428,3 +444,250 @@ def check_damaged_input(name: str, world: tuple[Path, Path, dict], data: st.Data
         shutil.rmtree(root / "new", ignore_errors=True)
         shutil.rmtree(images, ignore_errors=True)
     return code, err
+
+
+# ---------------------------------------------------------------- special files
+
+# inputs beyond TARGETS that a path reads: the images its pools name
+SPECIAL_INPUTS: dict[str, tuple[str, Callable[[Path, Path, Path], list[str]]]] = {
+    **{name: (target.file, target.argv) for name, target in TARGETS.items()},
+    "judgeacts image": ("ja/data/images/p0_m0.png", ja_argv),
+    "table image": ("tb/img/p0_m0.png", table_argv("tb/pools.csv")),
+}
+SPECIAL_KINDS = {"fifo": "a FIFO", "directory": "a directory", "/dev/zero": "a character device",
+                 "/dev/urandom": "a character device"}
+SPECIAL_CASES = [(name, kind, linked) for name in sorted(SPECIAL_INPUTS) for kind in SPECIAL_KINDS
+                 for linked in (False, True)
+                 # a device given directly is an argument, so only for inputs named on the command line
+                 if linked or not kind.startswith("/dev/") or not SPECIAL_INPUTS[name][0].startswith("cf/")
+                 and "image" not in name]
+
+
+def make_special(path: Path, kind: str, linked: bool) -> Path:
+    """Put a FIFO, a directory or a device at `path` (or a symlink to one beside it); returns the path to name."""
+    if kind.startswith("/dev/") and not linked:
+        return Path(kind)
+    target = path.with_name(path.name + ".target") if linked else path
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "directory":
+        target.mkdir()
+    else:
+        target = Path(kind)
+    if linked:
+        path.symlink_to(target)
+    return path
+
+
+def remove_special(path: Path) -> None:
+    for entry in (path, path.with_name(path.name + ".target")):
+        if entry.is_dir() and not entry.is_symlink():
+            entry.rmdir()
+        elif entry.exists() or entry.is_symlink():
+            entry.unlink()
+
+
+def error_line(err: str) -> str:
+    """The one error line of a refused ingest; fails unless stderr is that line (with ingest's
+    "nothing was written" after it) and holds no traceback."""
+    lines = [line for line in err.splitlines() if not line.startswith("nothing was written")]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("name, kind, linked", SPECIAL_CASES)
+def test_a_special_file_as_any_input_is_refused_at_once(name, kind, linked, world):
+    """A FIFO, /dev/zero, /dev/urandom or a directory (or a symlink to one) as any input: one line naming it,
+    exit 2, database unchanged; run in a child with a deadline, so a read that blocks or never ends fails."""
+    root, loaded, loaded_content = world
+    file, make_argv = SPECIAL_INPUTS[name]
+    path = root / file
+    valid = path.read_bytes()
+    path.unlink()
+    try:
+        given = make_special(path, kind, linked)
+        argv = [a.replace(str(path), str(given)) for a in make_argv(root, loaded, root / "images" / "special")]
+        code, err = run_isolated("runners.ingest", argv, timeout=30)
+    finally:
+        remove_special(path)
+        path.write_bytes(valid)
+    line = error_line(err)
+    if "image" in name and linked and kind.startswith("/dev/"):  # the link leads out of the dataset's folder
+        assert code == 2 and f"{path.name}' leads outside the dataset's folder" in line, err
+    else:  # an image path is named resolved, as the check that it stays in the folder resolves it
+        named = path.with_name(path.name + ".target") if "image" in name and linked else given
+        assert code == 2 and f"{named}: not a regular file ({SPECIAL_KINDS[kind]})" in line, err
+    assert snapshot(loaded) == loaded_content
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "file"])
+@pytest.mark.parametrize("flag", ["--release", "--images"])
+def test_a_folder_input_that_is_not_a_folder_is_refused(flag, kind, world, tmp_path):
+    root, loaded, loaded_content = world
+    given = Path(kind) if kind.startswith("/dev/") else tmp_path / "folder"
+    if kind == "fifo":
+        os.mkfifo(given)
+    elif kind == "file":
+        given.write_bytes(b"not a folder")
+    if flag == "--release":
+        argv = ["culturalframes", "--release", str(given), "--images-dir", str(tmp_path / "images"),
+                "--db", str(loaded), "--dataset", "cf"]
+    else:
+        argv = [*ja_argv(root, loaded, tmp_path), "--images", str(given)]
+    code, err = run_isolated("runners.ingest", argv, timeout=30)
+    assert code == 2 and f"error: {given}: not a folder" in error_line(err), err
+    assert snapshot(loaded) == loaded_content
+
+
+# ---------------------------------------------------------------- wide headers and huge values
+
+WIDE = 100_000
+
+
+@pytest.mark.parametrize("repeated", [False, True])
+def test_a_header_of_100000_columns_is_refused_naming_one(repeated, world, tmp_path):
+    """100,000 columns, all unknown or the last repeating the first: refused naming the column. The checks are
+    linear in the header's width; the child's deadline only catches a check that is not (a quadratic
+    one takes minutes here), it is no speed target."""
+    root, loaded, loaded_content = world
+    header = [f"c{i}" for i in range(WIDE - 1)] + ["c0" if repeated else "last"]
+    pools = tmp_path / "wide.csv"
+    pools.write_text(",".join(header) + "\n" + ",".join("1" for _ in header) + "\n")
+    code, err = run_isolated("runners.ingest", ["table", "--pools", str(pools), "--db", str(loaded), "--dataset", "w"],
+                             timeout=60)
+    line = error_line(err)
+    expected = f"line 1, field 'c0': column appears twice" if repeated else "line 2, field 'c0': unknown column"
+    assert code == 2 and f"{pools} {expected}" in line and len(err) < 4000, err
+    assert snapshot(loaded) == loaded_content
+
+
+HUGE = "x" * 5_000_000
+
+
+def _huge_records(name: str) -> list:
+    """Target `name`'s records with a 5 MB value where the ingest must refuse it (and quote it)."""
+    records = TARGETS[name].records()
+    if name == "table pools jsonl":  # a prompt that disagrees with the prompt's first row
+        records[1]["prompt"] = HUGE
+    elif name == "table decisions jsonl":
+        records[0]["status"] = HUGE
+    elif name == "table votes jsonl":
+        records[0]["outcome"] = HUGE
+    elif name == "table ratings jsonl":
+        records[1] = dict(records[0], condition=records[0]["condition"])  # a duplicate call...
+        records[0]["candidate_id"] = records[1]["candidate_id"] = HUGE  # ...of an unknown candidate
+    elif name == "table labeler jsonl":
+        records[0]["attribute"] = HUGE
+    elif name == "judgeacts pools":
+        records[1]["prompt_id"] = records[0]["prompt_id"] = HUGE
+    elif name == "judgeacts run":
+        records[0]["parsed"]["choice"] = HUGE
+    elif name == "culturalframes annotations":
+        for annotation in records[0]["human_annotations"]:
+            annotation["annotator_id"] = HUGE
+    return records
+
+
+HUGE_TARGETS = ["table pools jsonl", "table decisions jsonl", "table votes jsonl", "table ratings jsonl",
+                "table labeler jsonl", "judgeacts pools", "judgeacts run", "culturalframes annotations"]
+HUGE_ARGV = {"table decisions jsonl": table_argv("tb/pools.csv", "tb/decisions.jsonl"),
+             "table votes jsonl": table_argv("tb/pools.csv", votes="tb/votes.jsonl"),
+             "table ratings jsonl": table_argv("tb/pools.csv", ratings="tb/ratings.jsonl")}
+
+
+@pytest.mark.parametrize("name", HUGE_TARGETS)
+def test_a_huge_value_is_quoted_as_a_short_marked_excerpt(name, world):
+    """An invalid row holding a 5 MB value: the error quotes its first characters and how many more there were."""
+    root, loaded, loaded_content = world
+    target = TARGETS[name]
+    path = root / target.file
+    path.write_bytes(target.serialise(_huge_records(name)))
+    try:
+        code, err = run_main(HUGE_ARGV.get(name, target.argv)(root, loaded, root / "images" / "huge"))
+    finally:
+        path.write_bytes(target.valid())
+    line = error_line(err)
+    assert code == 2 and str(path) in line and "more characters)" in line and len(err) < 4000, err
+    assert snapshot(loaded) == loaded_content
+
+
+@pytest.mark.parametrize("where", ["header", "key"])
+def test_a_huge_column_or_key_name_is_quoted_as_an_excerpt(where, world, tmp_path):
+    root, loaded, loaded_content = world
+    if where == "header":
+        pools = tmp_path / "pools.csv"
+        pools.write_text(f"prompt_id,prompt,candidate_id,{HUGE[:100_000]}\np,text,c,1\n")  # the csv module's cell limit
+    else:
+        pools = tmp_path / "pools.jsonl"
+        pools.write_text(f'{{"prompt_id": "p", "{HUGE}": 1, "{HUGE}": 2}}\n')
+    code, err = run_main(["table", "--pools", str(pools), "--db", str(loaded), "--dataset", "h"])
+    assert code == 2 and "more characters)" in error_line(err) and len(err) < 4000, err
+    assert snapshot(loaded) == loaded_content
+
+
+# ---------------------------------------------------------------- blank names
+
+# whitespace (str.isspace), zero-width and other format characters, a direction override and isolate
+BLANK_CHARACTERS = " \t\n\r\x0b\x0c\u00a0\u1680\u2003\u2028\u3000\u200b\u200c\u200d\u2060\ufeff\u200e\u202e\u2066"
+blank_names = st.text(alphabet=st.sampled_from(BLANK_CHARACTERS), max_size=5)
+BLANK_FLAGS = {  # flag -> (target whose command carries it, how the blank name replaces its value)
+    "--dataset": ("table pools csv", lambda value, blank: blank),
+    "--decisions": ("table pools csv", lambda value, blank: f"{blank}={value.partition('=')[2]}"),
+    "--scores": ("table pools csv", lambda value, blank: f"{blank}={value.partition('=')[2]}"),
+    "--ratings": ("table pools csv", lambda value, blank: f"{blank}={value.partition('=')[2]}"),
+    "--labeler": ("table pools csv", lambda value, blank: f"{blank}={value.partition('=')[2]}"),
+    "--run": ("judgeacts pools", lambda value, blank: f"{blank}={value.partition('=')[2]}"),
+    "--dataset ": ("culturalframes annotations", lambda value, blank: blank),  # culturalframes' own --dataset
+}
+BLANK_NAMES = {  # target -> (record index, key path, field named in the error)
+    "table pools jsonl": [(0, ("pool",), "pool"), (1, ("candidate_id",), "candidate_id")],
+    "table votes jsonl": [(0, ("annotator",), "annotator"), (1, ("pool",), "pool"), (2, ("outcome",), "outcome")],
+    "table ratings jsonl": [(0, ("condition",), "condition")],
+    "table labeler jsonl": [(0, ("condition",), "condition")],
+    "table decisions jsonl": [(0, ("prompt_id",), "prompt_id")],
+    "judgeacts pools": [(0, ("prompt_id",), "prompt_id"), (1, ("candidates", 0, "id"), "candidates[0].id")],
+    "culturalframes annotations": [(0, ("human_annotations", 0, "annotator_id"), "human_annotations[0].annotator_id"),
+                                   (1, ("model_name",), "model_name"), (2, ("id",), "id")],
+}
+BLANK_FIELD_CASES = [(name, i) for name in BLANK_NAMES for i in range(len(BLANK_NAMES[name]))]
+
+
+@pytest.mark.parametrize("flag", sorted(BLANK_FLAGS))
+@settings(max_examples=5, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(blank=blank_names)
+def test_a_blank_name_on_the_command_line_is_refused(flag, world, blank):
+    root, loaded, loaded_content = world
+    name, replaced = BLANK_FLAGS[flag]
+    argv = TARGETS[name].argv(root, loaded, root / "images" / "blank")
+    at = argv.index(flag.strip()) + 1
+    argv[at] = replaced(argv[at], blank)
+    code, err = run_main(argv)
+    assert code == 2 and error_line(err) == f"error: field '{flag.strip()}': a name cannot be blank", err
+    assert snapshot(loaded) == loaded_content
+
+
+@pytest.mark.parametrize("name, case", BLANK_FIELD_CASES)
+@settings(max_examples=5, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(blank=blank_names)
+def test_a_blank_name_in_a_file_is_refused_naming_the_field(name, case, world, blank):
+    root, loaded, loaded_content = world
+    index, keys, field = BLANK_NAMES[name][case]
+    target = TARGETS[name]
+    records = target.records()
+    parent = records[index]
+    for key in keys[:-1]:
+        parent = parent[key]
+    parent[keys[-1]] = blank
+    path = root / target.file
+    path.write_bytes(target.serialise(records))
+    argv = {**HUGE_ARGV, "table labeler jsonl": table_argv("tb/pools.csv")}.get(name, target.argv)
+    try:
+        code, err = run_main(argv(root, loaded, root / "images" / "blank"))
+    finally:
+        path.write_bytes(target.valid())
+    line = error_line(err)
+    assert code == 2 and f"{path} line " in line and f"field '{field}': " in line, err
+    assert "a name cannot be blank" in line or "missing" in line and blank == "", err  # an empty id is "missing"
+    assert snapshot(loaded) == loaded_content

@@ -109,6 +109,7 @@ def read_rows(path: str | Path) -> Iterator[tuple[int, dict]]:
             # pandas writes a missing float as NaN; in JSONL a NaN is a value, refused as not finite
             yield number, {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
     else:
+        input_files.existing(path, input_files.TABLE)  # a FIFO or a device is refused as such, not for its name
         raise InputError(f"unsupported extension {shown(suffix)}; use .csv, .parquet or .jsonl", file=path)
 
 
