@@ -7,7 +7,7 @@ side by side, the tilt between pools (Δ, T), the rating distribution next to th
 pools' (a positivity floor shows at once), breakdowns by item group and anchors,
 each pool's reliability, and one item with every vote, rating and raw output.
 Each rating judge is drawn in its own colour (`findings.colours`), pools in greys.
-All numbers come from `audit_core.rating_audit`.
+All numbers come from `audit_core.rating.rating_audit`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_ui import context, draw, glance, rubric_views
-from audit_core.rating_audit import item_detail, rating_distribution
+from audit_core.rating.rating_audit import item_detail, rating_distribution
 
 NO_DATA = (
     "This dataset has no rating data: no rating judge is recorded on it and no reference pool has votes on the "
@@ -30,7 +30,7 @@ draw.header("Alignment", sel,
             "Whose judgement does a rating judge follow? Every reference pool is reported on its own.", focus=False)
 try:
     data = sel.rating_data()
-    result = sel.rating_audit()
+    result = sel.audit_rating()
 except ValueError as err:  # recorded data the audit refuses (e.g. runs on different scales): say why
     st.error(f"The rating data of this dataset cannot be audited: {draw.esc(err)}")
     st.stop()

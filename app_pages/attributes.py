@@ -6,7 +6,7 @@ under both abstention policies with coverage beside it, every judge (the CLIP ba
 too) side by side; a confusion matrix of one judge and attribute; abstentions and answers
 off the taxonomy per attribute under every condition (the ablations side by side); and a
 gallery of the images where a judge and the gold label disagree, each with the judge's
-rationale and raw output. All numbers come from `audit_core.attribute_audit`.
+rationale and raw output. All numbers come from `audit_core.attributes.attribute_audit`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ from plotly.subplots import make_subplots
 
 from app_ui import context, draw
 from audit_core import store
-from audit_core.attribute_audit import AttributeAuditResult, AttributeData, attribute_audit, disagreements, load_attribute_data
+from audit_core.attributes.attribute_audit import (
+    AttributeAudit,
+    AttributeData,
+    audit_attributes,
+    disagreements,
+    load_attribute_data,
+)
 
 NO_DATA = (
     "This dataset has no attribute judge: no labeler run is recorded on it. Record one with `python -m "
@@ -33,13 +39,13 @@ POLICIES = {"accuracy_miss": "accuracy, abstention = miss", "accuracy_exclude": 
 
 @st.cache_data(max_entries=4, show_spinner="Running the attribute audit (image-level bootstrap)…")
 def _audit(db_path: str, stamp: float, dataset_id: str, resamples: int) -> tuple[AttributeData | None,
-                                                                                  AttributeAuditResult | None]:
+                                                                                  AttributeAudit | None]:
     con = store.connect(db_path, read_only=True)
     try:
         data = load_attribute_data(con, dataset_id)
     finally:
         con.close()
-    return data, attribute_audit(data, resamples=resamples, seed=0) if data is not None else None
+    return data, audit_attributes(data, resamples=resamples, seed=0) if data is not None else None
 
 
 def accuracy_chart(cells, colours, attributes) -> go.Figure:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_ui import context, draw, glance
-from audit_core import browse
+from audit_core.selection import browse
 
 CELL = 150
 

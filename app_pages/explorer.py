@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_ui import context, draw, glance
-from audit_core import browse
+from audit_core.selection import browse
 
 PAGE_SIZES = (10, 20, 50)
 THUMB = 112

@@ -25,9 +25,9 @@ TABLES = ("policies", "gates", "groups", "positions", "judges")
 
 sel = context.selection("findings")
 draw.header("Findings", sel, "What can be said about these judges, with which intervals? A report to take away.")
-result = sel.audit() if sel.pools else None
+result = sel.audit_selection() if sel.pools else None
 data = sel.data() if sel.pools else None
-rating, rating_data = sel.rating_audit(), sel.rating_data()
+rating, rating_data = sel.audit_rating(), sel.rating_data()
 paths = sel.image_paths()
 row = sel.dataset_row()
 note = source_note(row)

@@ -4,7 +4,7 @@ A gate acts only when orders (or judges, or judge and scorer) agree. Its value
 is judged on both sides: the prompts it keeps and the prompts it rejects, each
 next to random and to the ungated judge on the same prompts, and by the paired
 kept − rejected difference. Pick a standard gate, or compose one from conditions
-joined with AND/OR (`audit_core.gate_compose`; its text form is kept in the URL as
+joined with AND/OR (`audit_core.selection.gate_compose`; its text form is kept in the URL as
 `compose`). Both are marked in every chart; coverage stands beside every gate.
 """
 
@@ -21,7 +21,7 @@ draw.header(
     sel,
     "Does abstaining when orders or judges disagree leave better picks behind, and at what coverage?",
 )
-result = sel.audit()
+result = sel.audit_selection()
 if result.gates.empty:
     st.info("No gate can be formed on this dataset: it needs several orders, several judges or a scorer.")
     st.stop()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_ui import context, draw, glance
-from audit_core import timing
+from audit_core.selection import timing
 from findings.figures import policy_forest
 
 sel = context.selection("judges")
@@ -25,7 +25,7 @@ draw.header(
 if not sel.judges:
     st.info("No selector judge has been recorded on this dataset yet.")
     st.stop()
-result = sel.audit()
+result = sel.audit_selection()
 colours = glance.name_colours(sel)
 
 st.subheader("Position bias and order consistency")

@@ -25,15 +25,17 @@ import pandas as pd
 import streamlit as st
 
 from app_ui import allowed
-from audit_core import audit_cache, browse, store
-from audit_core.analysis import AuditResult, audit
-from audit_core.audit_data import AuditData, load_audit_data
+from audit_core import store
 from audit_core.errors import DatabaseFileError, DatabaseHeld
-from audit_core.ingest.values import excerpt
-from audit_core.outcomes import prompt_outcomes
-from audit_core.policies import policy_picks
-from audit_core.rating_audit import RatingAuditResult, RatingData, consensus_pools, load_rating_data, rating_audit
+from audit_core.rating.rating_audit import RatingAudit, RatingData, audit_rating, consensus_pools, load_rating_data
 from audit_core.report import visible
+from audit_core.selection import browse
+from audit_core.selection.analysis import SelectionAudit, audit_selection
+from audit_core.selection.audit_data import SelectionData, load_selection_data
+from audit_core.selection.outcomes import prompt_outcomes
+from audit_core.selection.policies import policy_picks
+from audit_core.store import audit_cache
+from audit_core.user_text import excerpt
 
 DEMO_COMMAND = "python -m runners.demo --db data/demo.duckdb"
 DEFAULT_POOL = "all"  # the reference pool whose consensus is the selection audit's utility unless one is chosen
@@ -216,7 +218,7 @@ def _selection_pools(db_path: str, stamp: float, dataset_id: str) -> tuple[str, 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def _content(db_path: str, stamp: float, dataset_id: str) -> str:
-    # what the results beside the database are keyed by (`audit_core.audit_cache`): one scan per file stamp
+    # what the results beside the database are keyed by (`audit_core.store.audit_cache`): one scan per file stamp
     con = store.connect(db_path, read_only=True)
     try:
         return audit_cache.dataset_fingerprint(con, dataset_id)
@@ -225,13 +227,13 @@ def _content(db_path: str, stamp: float, dataset_id: str) -> str:
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the dataset…")
-def _audit_data(db_path: str, stamp: float, dataset_id: str, pool: str) -> AuditData:
+def _audit_data(db_path: str, stamp: float, dataset_id: str, pool: str) -> SelectionData:
     key = audit_cache.data_key(_content(db_path, stamp, dataset_id), dataset_id, pool)
-    if (kept := audit_cache.load(db_path, key, AuditData)) is not None:
+    if (kept := audit_cache.load(db_path, key, SelectionData)) is not None:
         return kept
     con = store.connect(db_path, read_only=True)
     try:
-        data = load_audit_data(con, dataset_id, pool=pool)
+        data = load_selection_data(con, dataset_id, pool=pool)
     finally:
         con.close()
     audit_cache.store(db_path, key, data)
@@ -258,18 +260,18 @@ def _picks(db_path: str, stamp: float, dataset_id: str, pool: str) -> dict[str, 
 
 
 @st.cache_resource(max_entries=4, show_spinner="Running the audit (prompt-level bootstrap)…")
-def _audit(db_path: str, stamp: float, dataset_id: str, pool: str, resamples: int) -> AuditResult:
-    # computed once per dataset content beside the database (`audit_core.audit_cache`), then kept in memory
+def _audit(db_path: str, stamp: float, dataset_id: str, pool: str, resamples: int) -> SelectionAudit:
+    # computed once per dataset content beside the database (`audit_core.store.audit_cache`), then kept in memory
     key = audit_cache.selection_key(_content(db_path, stamp, dataset_id), dataset_id, resamples=resamples, seed=0,
                                     pool=pool)
-    if (kept := audit_cache.load(db_path, key, AuditResult)) is not None:
+    if (kept := audit_cache.load(db_path, key, SelectionAudit)) is not None:
         return kept
     con = store.connect(db_path, read_only=True)
     try:
         calls = store.load_calls(con, dataset_id)  # slot orders and seconds: generator_slots, timing
     finally:
         con.close()
-    result = audit(_audit_data(db_path, stamp, dataset_id, pool), resamples=resamples, seed=0, calls=calls)
+    result = audit_selection(_audit_data(db_path, stamp, dataset_id, pool), resamples=resamples, seed=0, calls=calls)
     audit_cache.store(db_path, key, result)
     return result
 
@@ -284,14 +286,14 @@ def _rating_data(db_path: str, stamp: float, dataset_id: str) -> RatingData | No
 
 
 @st.cache_resource(max_entries=4, show_spinner="Running the rating audit (item-level bootstrap)…")
-def _rating_audit(db_path: str, stamp: float, dataset_id: str, resamples: int) -> RatingAuditResult | None:
+def _rating_audit(db_path: str, stamp: float, dataset_id: str, resamples: int) -> RatingAudit | None:
     key = audit_cache.rating_key(_content(db_path, stamp, dataset_id), dataset_id, resamples=resamples, seed=0)
-    if (kept := audit_cache.load(db_path, key, RatingAuditResult)) is not None:
+    if (kept := audit_cache.load(db_path, key, RatingAudit)) is not None:
         return kept
     data = _rating_data(db_path, stamp, dataset_id)
     if data is None:
         return None
-    result = rating_audit(data, resamples=resamples, seed=0)
+    result = audit_rating(data, resamples=resamples, seed=0)
     audit_cache.store(db_path, key, result)
     return result
 
@@ -338,7 +340,7 @@ class Selection:
                     f"{where[0].upper()}{where[1:]}.")
             st.stop()
 
-    def data(self) -> AuditData:
+    def data(self) -> SelectionData:
         """The dataset's dense arrays with `pool`'s utility (cached per database file, dataset and pool)."""
         self._require_selection()
         return _audit_data(self.db_path, self.stamp, self.dataset_id, self.pool)
@@ -353,7 +355,7 @@ class Selection:
         self._require_selection()
         return _picks(self.db_path, self.stamp, self.dataset_id, self.pool)
 
-    def audit(self) -> AuditResult:
+    def audit_selection(self) -> SelectionAudit:
         """The full selection audit with the chosen number of bootstrap resamples, seed 0."""
         self._require_selection()
         return _audit(self.db_path, self.stamp, self.dataset_id, self.pool, self.resamples)
@@ -362,7 +364,7 @@ class Selection:
         """The rating audit's inputs on the rubric outcome, None when the dataset has no rating data."""
         return _rating_data(self.db_path, self.stamp, self.dataset_id)
 
-    def rating_audit(self) -> RatingAuditResult | None:
+    def audit_rating(self) -> RatingAudit | None:
         """The rating audit (item-level bootstrap, the chosen resample count, seed 0), None without rating data."""
         return _rating_audit(self.db_path, self.stamp, self.dataset_id, self.resamples)
 
@@ -456,7 +458,7 @@ def preload(view: DefaultView) -> None:
 def quote(text: str, cut: bool = True) -> str:
     """`text` as a Markdown code span: shown literally (backticks, which would end it, become quotes),
     invisible and direction-steering characters as markers (`visible`), line breaks as spaces; with
-    `cut`, a long value (a URL's) as a short marked excerpt (`audit_core.ingest.values.excerpt`)."""
+    `cut`, a long value (a URL's) as a short marked excerpt (`audit_core.user_text.excerpt`)."""
     return "`" + visible(excerpt(text) if cut else text).replace("`", "'").replace("\r", " ").replace("\n", " ") + "`"
 
 
@@ -598,7 +600,7 @@ def remember_view(page: str, keys: Sequence[str]) -> None:
     st.session_state.setdefault(_VIEWS, {})[page] = {k: st.query_params.get_all(k) for k in keys if k in st.query_params}
 
 
-def filter_options(data: AuditData) -> dict[str, list[str]]:
+def filter_options(data: SelectionData) -> dict[str, list[str]]:
     """The values the explorer's filter offers: "country", "category" and "generator" → sorted values."""
     return {"country": sorted(data.prompts["country"].dropna().unique()),
             "category": sorted(data.prompts["category"].dropna().unique()),

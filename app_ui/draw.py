@@ -24,11 +24,19 @@ from PIL import Image, ImageDraw, ImageFont
 
 from app_ui import context
 from app_ui.context import Selection
-from audit_core import thumbnails
 from audit_core.report import escape_html, escape_markdown, visible
+from audit_core.store import thumbnails
 from findings import colours
 from findings.figures import (  # noqa: F401  (the pages call them as draw.X)
-    POOL_COLOURS, distribution_chart, forest, gate_chart, group_bars, layout, plain, pool_colours, slot_chart,
+    POOL_COLOURS,
+    distribution_chart,
+    forest,
+    gate_chart,
+    group_bars,
+    layout,
+    plain,
+    pool_colours,
+    slot_chart,
 )
 
 PALETTE = colours.NAME_PALETTE

@@ -17,10 +17,10 @@ import streamlit as st
 
 from app_ui import context, draw, glance
 from app_ui.context import Selection
-from audit_core import gate_compose as gc
-from audit_core.audit_data import AuditData
 from audit_core.errors import InputError
-from audit_core.gates import PAIRED
+from audit_core.selection import gate_compose as gc
+from audit_core.selection.audit_data import SelectionData
+from audit_core.selection.gates import PAIRED
 from findings.colours import KIND_SYMBOLS, RANDOM, SIDE_COLOURS
 
 COMPOSE = "compose"  # URL parameter: the composed gate's text form
@@ -80,7 +80,7 @@ def _drop_last() -> None:
     _set(gate.without_last() if gate else None)
 
 
-def composer(sel: Selection, data: AuditData) -> gc.ComposedGate | None:
+def composer(sel: Selection, data: SelectionData) -> gc.ComposedGate | None:
     """Draw the composer: a builder (base judge, AND/OR, condition, judge or scorer, bound) that
     writes the text box, which is bound to the URL parameter `compose`. Returns the gate it
     holds, None when it is empty or refused (a warning names it and says why)."""
@@ -133,7 +133,7 @@ def composer(sel: Selection, data: AuditData) -> gc.ComposedGate | None:
 
 @st.cache_resource(max_entries=16, show_spinner="Auditing the composed gate (prompt-level bootstrap)…")
 def _evaluated(db_path: str, stamp: float, dataset_id: str, pool: str, resamples: int, text: str,
-               _data: AuditData) -> gc.ComposedResult:
+               _data: SelectionData) -> gc.ComposedResult:
     return gc.evaluate(gc.parse_gate(text), _data, resamples=resamples, seed=0)
 
 

@@ -1,6 +1,6 @@
 """The rating judge's rubric beside a content scorer on the same images, as the Alignment page draws it.
 
-The numbers are `audit_core.rubric_vs_scorer`'s (rubric rescaled to [−1, 1], Pearson and
+The numbers are `audit_core.rating.rubric_vs_scorer`'s (rubric rescaled to [−1, 1], Pearson and
 Spearman with item-level bootstrap intervals), cached per database file, dataset and
 resample count; this module only draws: a table of every judge × condition × scorer and,
 for the page's judge and condition, one point per item.
@@ -15,8 +15,8 @@ import streamlit as st
 from app_ui import context, draw, glance
 from app_ui.context import Selection
 from audit_core import store
-from audit_core.rating_audit import RatingData
-from audit_core.rubric_vs_scorer import RubricVsScorer, rubric_vs_scorer
+from audit_core.rating.rating_audit import RatingData
+from audit_core.rating.rubric_vs_scorer import RubricVsScorer, rubric_vs_scorer
 
 NO_SCORER = ("No content scorer is recorded on this dataset, so the rubric has nothing to stand beside. Record "
              "one with `python -m runners.score --db DB --dataset NAME --scorer NAME --backend clip --model "

@@ -1,6 +1,6 @@
 """Exportable findings: the audit's headline numbers as a Markdown report.
 
-`findings_markdown` turns an `AuditResult` into a document a person can paste
+`findings_markdown` turns an `SelectionAudit` into a document a person can paste
 elsewhere. It states numbers and what their intervals include, never more: a
 gain whose interval contains 0 is reported as such, not as an improvement.
 
@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 
-from audit_core.analysis import AuditResult
-from audit_core.schema import ERROR_OUTCOMES
+from audit_core.selection.analysis import SelectionAudit
+from audit_core.store.schema import ERROR_OUTCOMES
 
 # (pattern, what it protects): each match gets a backslash before its first character
 _INLINE = re.compile(
@@ -217,7 +217,7 @@ WORST_COUNTRY_HEADER = ("judge", "worst country", "regret [95% CI]", "random, sa
                         "countries covered")
 
 
-def worst_country_rows(result: AuditResult) -> list[list[str]]:
+def worst_country_rows(result: SelectionAudit) -> list[list[str]]:
     """Per judge: the covered country with the highest regret of the order-0 pick."""
     rows = []
     for name in result.judges["judge"]:
@@ -252,7 +252,7 @@ def cultural_rows(cultural: pd.DataFrame) -> list[list[str]] | None:
             for r in errors[(lo > 0) | (hi < 0)].to_dict("records")]
 
 
-def _slice_section(result: AuditResult) -> list[str]:
+def _slice_section(result: SelectionAudit) -> list[str]:
     """Lines of the slices section: per slice (all but `all`), each judge's order-0 gain per value."""
     judges = list(result.judges["judge"])
     if not judges:
@@ -288,7 +288,7 @@ def _timing_section(timing: pd.DataFrame | None) -> list[str]:
                      "s per prompt, one order", "s per prompt, all orders", "hours, all orders"], body), ""]
 
 
-def findings_markdown(result: AuditResult, *, dataset: str, source_note: str | None = None) -> str:
+def findings_markdown(result: SelectionAudit, *, dataset: str, source_note: str | None = None) -> str:
     """The audit's findings as Markdown: provenance, per-judge headlines, policies, gates,
     worst country per judge, every judge's gain per slice, output validity and timing (when
     the result carries it) and cultural-error deltas whose intervals exclude 0.

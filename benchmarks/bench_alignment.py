@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from audit_core import alignment, reliability
+from audit_core.rating import alignment, reliability
 
 CULTURES = ("A", "B")
 CATEGORIES = ("food", "festival", "dress")

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from audit_core import store
-from audit_core.analysis import audit
-from audit_core.audit_data import load_audit_data
+from audit_core.selection.analysis import audit_selection
+from audit_core.selection.audit_data import load_selection_data
 
 
 def peak_rss_mb() -> float:
@@ -66,13 +66,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     con = store.connect(db, read_only=True)
     started = time.perf_counter()
-    data = load_audit_data(con, dataset)
+    data = load_selection_data(con, dataset)
     load_seconds = time.perf_counter() - started
     con.close()
     times = []
     for _ in range(max(1, args.repeat)):
         started = time.perf_counter()
-        result = audit(data, resamples=args.resamples, seed=args.seed)
+        result = audit_selection(data, resamples=args.resamples, seed=args.seed)
         times.append(time.perf_counter() - started)
     print(
         f"dataset {dataset!r}: {data.n_prompts} prompts, judges {', '.join(data.judges)}, "

@@ -49,7 +49,7 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
-from audit_core.audit_cache import cache_folder
+from audit_core.store.audit_cache import cache_folder
 from benchmarks.local_server import free_port, streamlit_server
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,10 +30,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from audit_core import store  # noqa: E402
 from fixtures_pools import write_tiny_dataset  # noqa: E402
-from runners.engines import LocalEngine  # noqa: E402
-from runners.recorder import plan_requests, record_selector  # noqa: E402
+
+from audit_core import store  # noqa: E402
+from runners.recording.engines import LocalEngine  # noqa: E402
+from runners.recording.recorder import plan_requests, record_selector  # noqa: E402
 
 
 def batch_sizes(text: str) -> list[int]:
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             if backend is not None:
                 engine = LocalEngine(backend, batch_size=size)
             else:
-                from runners.ray_engine import RayEngine
+                from runners.recording.ray_engine import RayEngine
 
                 engine = RayEngine(make, replicas=args.replicas, gpus_per_replica=args.gpus_per_replica,
                                    batch_size=size)

@@ -9,7 +9,7 @@ cost of planning, request keys, thread hand-off, parsing and committing to
 DuckDB (target: under 2 ms). Dataset planning and image checks are included.
 Two modes: `held`, one connection open throughout (the Python API), and
 `file`, the command line's path, which attaches the file per write and leaves
-it unlocked for readers in between (`runners.database.DatabaseFile`).
+it unlocked for readers in between (`runners.recording.database.DatabaseFile`).
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from audit_core import store  # noqa: E402
 from fixtures_pools import write_tiny_dataset  # noqa: E402
-from runners.database import DatabaseFile  # noqa: E402
-from runners.protocol import JudgeRequest  # noqa: E402
+
+from audit_core import store  # noqa: E402
+from runners.recording.database import DatabaseFile  # noqa: E402
 from runners.run_judge import run_selector  # noqa: E402
+from runners.selection.protocol import JudgeRequest  # noqa: E402
 
 
 class NoOpBackend:

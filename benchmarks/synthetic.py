@@ -25,7 +25,7 @@ import pandas as pd
 import pyarrow as pa
 
 from audit_core import store
-from audit_core.records import utc_now
+from audit_core.store.records import utc_now
 
 COUNTRIES = ("Brazil", "Canada", "Chile", "China", "Germany", "India", "Iran", "Japan", "Poland", "South_Africa")
 CATEGORIES = ("dates-of-significance", "etiquette", "family", "greetings", "religion")

@@ -117,7 +117,7 @@ class PoolCard:
 
 @dataclass(frozen=True)
 class Gallery:
-    """Pools chosen by one documented rule (`audit_core.galleries`), with the rule in words."""
+    """Pools chosen by one documented rule (`audit_core.selection.galleries`), with the rule in words."""
 
     title: str
     rule: str

@@ -71,7 +71,7 @@ METHOD = (
     "worst-country regret resamples within each country and takes the worst in every resample; a deterministic "
     "policy's below-mean rate has a Wilson interval. Rating judges: mean absolute error, Pearson r and quadratic "
     "kappa against each reference pool's consensus, with an item-level bootstrap.",
-    "Galleries are chosen by the fixed rules stated above each one (audit_core/galleries.py), never by hand.",
+    "Galleries are chosen by the fixed rules stated above each one (audit_core/selection/galleries.py), never by hand.",
 )
 
 

@@ -1,6 +1,6 @@
 """Candidate images as small embedded JPEGs (data URIs) for the self-contained report.
 
-A candidate's thumbnail beside the database (`audit_core.thumbnails`) is used when it is
+A candidate's thumbnail beside the database (`audit_core.store.thumbnails`) is used when it is
 current; otherwise the image itself is scaled in memory (nothing is written). An image
 that is missing or does not decode gives None, which a gallery tile shows as "no image".
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from audit_core import thumbnails
+from audit_core.store import thumbnails
 
 SIZE = 160  # pixels on the long edge of an embedded image
 

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from audit_core.analysis import AuditResult
-from audit_core.attribute_audit import AttributeAuditResult, AttributeData
-from audit_core.audit_data import AuditData
-from audit_core.rating_audit import RatingAuditResult, RatingData
-from audit_core.rubric_vs_scorer import RubricVsScorer
+from audit_core.attributes.attribute_audit import AttributeAudit, AttributeData
+from audit_core.rating.rating_audit import RatingAudit, RatingData
+from audit_core.rating.rubric_vs_scorer import RubricVsScorer
+from audit_core.selection.analysis import SelectionAudit
+from audit_core.selection.audit_data import SelectionData
 from findings.colours import name_colours
 
 
@@ -32,12 +32,12 @@ class ReportInput:
     dataset_id: str
     row: dict
     note: str
-    data: AuditData | None
-    result: AuditResult | None
+    data: SelectionData | None
+    result: SelectionAudit | None
     rating_data: RatingData | None = None
-    rating: RatingAuditResult | None = None
+    rating: RatingAudit | None = None
     attribute_data: AttributeData | None = None
-    attributes: AttributeAuditResult | None = None
+    attributes: AttributeAudit | None = None
     rubric: RubricVsScorer | None = None
     runs: pd.DataFrame = field(default_factory=pd.DataFrame)
     image: Callable[[str, str | None], str | None] = lambda candidate_id, path: None

@@ -3,7 +3,7 @@
 Every writer of an output folder (`runners.analyze`, `runners.report`, `findings.export`) goes
 through `OutputFolder`. A file is written under a fresh hidden name (created exclusively, so it
 can be no one else's file or link) and then renamed over its final name
-(`audit_core.owned_files.replace_file`): a link planted under that name is replaced by the file,
+(`audit_core.store.owned_files.replace_file`): a link planted under that name is replaced by the file,
 never written through, and a file with other hard links keeps its old content there. A subfolder (`figures/`) that is a link, or is not a
 folder, is refused, never written into: what it points at is not ours to change. The folder
 itself may be a link the user named; links inside it are never followed.
@@ -18,8 +18,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from audit_core import owned_files
 from audit_core.errors import InputError
+from audit_core.store import owned_files
 
 
 class OutputFolderError(InputError):
@@ -94,7 +94,7 @@ class OutputFolder:
 
     Use as a context manager: it holds the folder open, so every write lands in the folder that
     was checked even if a path above it is renamed meanwhile. The primitives are
-    `audit_core.owned_files`' (the same rules as for the folders beside a database).
+    `audit_core.store.owned_files`' (the same rules as for the folders beside a database).
     """
 
     def __init__(self, path: Path, fd: int) -> None:

@@ -2,19 +2,28 @@
 estimates, position bias, gates, every policy, countries, cultural errors and the galleries.
 
 Numbers are formatted as in `audit_core.report` (three decimals, whole percentages) from the
-`AuditResult` frames, so the report states exactly what summary.json holds.
+`SelectionAudit` frames, so the report states exactly what summary.json holds.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from audit_core import galleries, metrics
 from audit_core.report import (
-    CULTURAL_HEADER, CULTURAL_KINDS, WORST_COUNTRY_HEADER, cultural_rows, gain_text, interval, judge_paragraph,
-    number, percent, worst_country_rows, zero_reading,
+    CULTURAL_HEADER,
+    CULTURAL_KINDS,
+    WORST_COUNTRY_HEADER,
+    cultural_rows,
+    gain_text,
+    interval,
+    judge_paragraph,
+    number,
+    percent,
+    worst_country_rows,
+    zero_reading,
 )
-from audit_core.schema import ERROR_OUTCOMES
+from audit_core.selection import galleries, metrics
+from audit_core.store.schema import ERROR_OUTCOMES
 from findings import colours, figures
 from findings.blocks import Figure, Gallery, Paragraph, PoolCard, Section, Table, Tile
 from findings.inputs import ReportInput
@@ -221,7 +230,7 @@ def _pool_card(report: ReportInput, rule: str, item: dict, marks: dict[str, str]
 
 
 def example_galleries(report: ReportInput) -> Section | None:
-    """The four galleries of `audit_core.galleries`, each pool's candidates embedded."""
+    """The four galleries of `audit_core.selection.galleries`, each pool's candidates embedded."""
     data = report.data
     if not data.judges:
         return None

@@ -19,7 +19,7 @@ status 2 with a message naming what is wrong for an unknown database, dataset, p
 or `--by` column.
 
 The selection and rating audits are kept in `<db stem>_cache/` beside the database
-(`audit_core.audit_cache`, keyed by the dataset's content, resamples, seed, pool and
+(`audit_core.store.audit_cache`, keyed by the dataset's content, resamples, seed, pool and
 slices): an unchanged dataset is not audited again, and the app opens what this
 command computed. `--cache-only` fills that cache and writes nothing else; when the cache
 cannot keep them (a link or a file in its place, an unwritable folder, no usable cache key)
@@ -35,13 +35,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from audit_core import audit_cache
-from audit_core.analysis import AuditResult
-from audit_core.attribute_audit import AttributeAuditResult
+from audit_core.attributes.attribute_audit import AttributeAudit
 from audit_core.errors import DatabaseFileError, InputError
-from audit_core.rating_audit import RatingAuditResult
-from audit_core.rubric_vs_scorer import RubricVsScorer
+from audit_core.rating.rating_audit import RatingAudit
+from audit_core.rating.rubric_vs_scorer import RubricVsScorer
 from audit_core.report import escape_markdown, findings_markdown, source_note
+from audit_core.selection.analysis import SelectionAudit
+from audit_core.store import audit_cache
 from findings.output_folder import OutputFolder, check_out
 from runners.audits import run_audits
 from runners.command import STORAGE_ERRORS, storage_failed
@@ -60,11 +60,11 @@ UNWRITTEN = "the files in --out are each whole, from this run or an earlier one;
 
 
 def write_result(
-    result: AuditResult | None,
+    result: SelectionAudit | None,
     out: OutputFolder,
     note: str | None = None,
-    rating: RatingAuditResult | None = None,
-    attributes: AttributeAuditResult | None = None,
+    rating: RatingAudit | None = None,
+    attributes: AttributeAudit | None = None,
     rubric: RubricVsScorer | None = None,
 ) -> list[Path]:
     """Write summary.json, report.md (with the source `note`) and every table (the selection

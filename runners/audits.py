@@ -3,7 +3,7 @@
 `run_audits` reads the dataset once, runs the selection, rating, attribute and
 rubric-vs-scorer audits that its data allows, and keeps the selection and rating
 audits (and the loaded arrays) in the cache beside the database
-(`audit_core.audit_cache`), so an unchanged dataset is not audited twice by either
+(`audit_core.store.audit_cache`), so an unchanged dataset is not audited twice by either
 command or by the app. When the cache could not keep them, `Audits.cache_problem` says
 why (a command that was asked only to fill the cache must not announce it as kept).
 """
@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from audit_core import audit_cache, store
-from audit_core.analysis import AuditResult, audit
-from audit_core.attribute_audit import AttributeAuditResult, AttributeData, attribute_audit, load_attribute_data
-from audit_core.audit_data import AuditData, load_audit_data
-from audit_core.browse import load_image_paths
-from audit_core.rating_audit import RatingAuditResult, RatingData, consensus_pools, load_rating_data, rating_audit
-from audit_core.rubric_vs_scorer import RubricVsScorer, rubric_vs_scorer
+from audit_core import store
+from audit_core.attributes.attribute_audit import AttributeAudit, AttributeData, audit_attributes, load_attribute_data
+from audit_core.rating.rating_audit import RatingAudit, RatingData, audit_rating, consensus_pools, load_rating_data
+from audit_core.rating.rubric_vs_scorer import RubricVsScorer, rubric_vs_scorer
+from audit_core.selection.analysis import SelectionAudit, audit_selection
+from audit_core.selection.audit_data import SelectionData, load_selection_data
+from audit_core.selection.browse import load_image_paths
+from audit_core.store import audit_cache
 
 
 @dataclass
@@ -30,12 +31,12 @@ class Audits:
     """A dataset's row, data and audit results; None where the dataset has no such data."""
 
     row: dict
-    data: AuditData | None
-    result: AuditResult | None
+    data: SelectionData | None
+    result: SelectionAudit | None
     rating_data: RatingData | None
-    rating: RatingAuditResult | None
+    rating: RatingAudit | None
     attribute_data: AttributeData | None
-    attributes: AttributeAuditResult | None
+    attributes: AttributeAudit | None
     rubric: RubricVsScorer | None
     runs: pd.DataFrame
     image_paths: dict[str, str | None]
@@ -63,7 +64,7 @@ def run_audits(db: Path, dataset: str, resamples: int, seed: int, pool: str = "a
         if pool not in pools and (pools or (rating_data is None and attribute_data is None)):
             hint = f"; choose one with --pool NAME (pools: {', '.join(pools)})" if pools else ""
             raise KeyError(f"dataset {dataset!r} has no alignment ratings in pool {pool!r}{hint}")
-        data = load_audit_data(con, dataset, pool=pool) if pools else None  # None: a rating or attribute study only
+        data = load_selection_data(con, dataset, pool=pool) if pools else None  # None: a rating or attribute study only
         calls = store.load_calls(con, dataset)
         runs = store.load_runs(con, dataset)
         image_paths = load_image_paths(con, dataset)
@@ -78,17 +79,17 @@ def run_audits(db: Path, dataset: str, resamples: int, seed: int, pool: str = "a
     result = rating = None
     if data is not None:
         selection_key = audit_cache.selection_key(content, dataset, resamples, seed, pool, tuple(by))
-        result, problem = audit_cache.cached(db, selection_key, AuditResult, lambda: audit(
+        result, problem = audit_cache.cached(db, selection_key, SelectionAudit, lambda: audit_selection(
             data, resamples=resamples, seed=seed, by=by, calls=calls))
         problems.append(problem)
     if rating_data is not None:
         rating_key = audit_cache.rating_key(content, dataset, resamples, seed)
-        rating, problem = audit_cache.cached(db, rating_key, RatingAuditResult, lambda: rating_audit(
+        rating, problem = audit_cache.cached(db, rating_key, RatingAudit, lambda: audit_rating(
             rating_data, resamples=resamples, seed=seed))
         problems.append(problem)
     rubric = (rubric_vs_scorer(rating_data.ratings, scores, rating_data.scale, resamples=resamples, seed=seed)
               if rating_data is not None and not rating_data.ratings.empty and not scores.empty else None)
-    attributes = attribute_audit(attribute_data, resamples=resamples, seed=seed) if attribute_data is not None else None
+    attributes = audit_attributes(attribute_data, resamples=resamples, seed=seed) if attribute_data is not None else None
     return Audits(row=row, data=data, result=result, rating_data=rating_data, rating=rating,
                   attribute_data=attribute_data, attributes=attributes, rubric=rubric, runs=runs,
                   image_paths=image_paths, cache_problem=next((p for p in problems if p), None))

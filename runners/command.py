@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from audit_core.errors import InputError
-from runners.database import DatabaseBusy
+from runners.recording.database import DatabaseBusy
 
 if TYPE_CHECKING:  # the commands that only write files (analyze, report) need not load the recorder
-    from runners.recorder import RunSummary
+    from runners.recording.recorder import RunSummary
 
 # A full disk, a read-only or vanished folder: the operating system's errors, and DuckDB's for its
 # own files (an I/O error, a commit that could not be written, a checkpoint that failed and closed

@@ -35,11 +35,12 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from audit_core import thumbnails
+from audit_core import user_text
+from audit_core.attributes.taxonomy import DEFAULT_TAXONOMY, load_taxonomy
 from audit_core.errors import InputError
 from audit_core.ingest import culturalframes, judgeacts, tables, values
 from audit_core.ingest.pools import DEFAULT_POOL, PoolSet, utility_pools, write_dataset
-from audit_core.taxonomy import DEFAULT_TAXONOMY, load_taxonomy
+from audit_core.store import thumbnails
 from runners.command import STORAGE_ERRORS, storage_failure
 
 
@@ -47,7 +48,7 @@ def named_path(text: str) -> tuple[str, str]:
     """Parse NAME=FILE (a blank NAME is refused by `check_names`, naming the flag)."""
     name, sep, path = text.partition("=")
     if not sep or not path:
-        raise argparse.ArgumentTypeError(f"expected NAME=FILE, got {values.shown(text)}")
+        raise argparse.ArgumentTypeError(f"expected NAME=FILE, got {user_text.shown(text)}")
     return name, path
 
 
@@ -62,12 +63,12 @@ def outcome_scale(text: str) -> tuple[str, tuple[float, float]]:
 def count(text: str) -> int:
     """Parse a non-negative integer."""
     if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {values.shown(text)}")
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {user_text.shown(text)}")
     return int(text)
 
 
 def check_names(args: argparse.Namespace) -> None:
-    """InputError naming the flag of the first name given that is blank (`values.blank`): --dataset,
+    """InputError naming the flag of the first name given that is blank (`user_text.blank`): --dataset,
     the NAME of every NAME=FILE and --rating-outcome; checked before any file is read."""
     given = {"--dataset": args.dataset, "--rating-outcome": getattr(args, "rating_outcome", None)}
     for flag in ("--run", "--decisions", "--scores", "--ratings", "--labeler"):
@@ -122,7 +123,7 @@ def _images_dir(args: argparse.Namespace) -> Path:
     if args.images_dir is not None:
         return Path(args.images_dir)
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", args.dataset):
-        raise InputError(f"dataset name {values.shown(args.dataset)} cannot name the images folder; pass --images-dir")
+        raise InputError(f"dataset name {user_text.shown(args.dataset)} cannot name the images folder; pass --images-dir")
     return Path(args.db).parent / "images" / args.dataset
 
 
@@ -164,7 +165,7 @@ def ingest_culturalframes(args: argparse.Namespace) -> list[str]:
     """Read and stage the release, write it in one transaction, then publish the images."""
     check_names(args)
     if args.images_dir is None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", args.dataset):
-        raise InputError(f"dataset name {values.shown(args.dataset)} cannot name the images folder; "
+        raise InputError(f"dataset name {user_text.shown(args.dataset)} cannot name the images folder; "
                          "pass --images-dir")
     images_dir = args.images_dir or f"data/images/{args.dataset}"
     with culturalframes.ImageStage(images_dir) as stage:

@@ -12,7 +12,7 @@ Calls are committed as they finish and the database is released between
 writes, so the app can open it read-only meanwhile; run the same command again
 to resume. `--batch-size N` answers N requests per generate() (hf); `--engine
 ray` runs the backend as replicas in a Ray cluster ($RAY_ADDRESS) while this
-process stays the only writer (runners.ray_engine). Bad input exits with
+process stays the only writer (runners.recording.ray_engine). Bad input exits with
 status 2, a database or judge name held by
 another process with status 1.
 """
@@ -26,12 +26,12 @@ from collections.abc import Sequence
 
 from audit_core.ingest import values
 from runners.backends.base import SelectorBackend
-from runners import backend_args
 from runners.command import run_job
-from runners.database import DatabaseFile
-from runners.engines import Engine
-from runners.parsing import CONTRACTS
-from runners.recorder import RunSummary, load_scope, plan_scope, record_selector
+from runners.recording import backend_args
+from runners.recording.database import DatabaseFile
+from runners.recording.engines import Engine
+from runners.recording.recorder import RunSummary, load_scope, plan_scope, record_selector
+from runners.selection.parsing import CONTRACTS
 
 run_selector = record_selector  # the public name of the recording path, for the demo and other callers
 
@@ -49,7 +49,7 @@ def make_engine(args: argparse.Namespace) -> Engine | None:
     """The Ray engine when the flags ask for it (each replica builds the backend from the flags), else None."""
     if args.engine != "ray":
         return None
-    from runners.ray_engine import RayEngine
+    from runners.recording.ray_engine import RayEngine
 
     return RayEngine(functools.partial(make_backend, args), replicas=args.replicas,
                      gpus_per_replica=args.gpus_per_replica, batch_size=args.batch_size)

@@ -8,7 +8,7 @@
 
 For `simulated`, --model names a scorer profile of runners/judges/simulated.json.
 `--task content` (the default) records scores, committed pool by pool. `--task labels`
-records the zero-shot attribute baseline (runners/clip_labels.py; clip only) as a
+records the zero-shot attribute baseline (runners/labels/clip_labels.py; clip only) as a
 labeler run named by --scorer: every attribute of the taxonomy (default
 runners/taxonomies/default_v1.json) answered by the argmax over its labels' templated
 prompts (default runners/templates/clip_labels_v1.json), committed image by image. The
@@ -21,19 +21,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-
 from pathlib import Path
 
 from audit_core import store
+from audit_core.attributes.taxonomy import DEFAULT_TAXONOMY, load_taxonomy
 from audit_core.ingest import values
-from audit_core.taxonomy import DEFAULT_TAXONOMY, load_taxonomy
-from runners import backend_args
 from runners.backends.base import ScorerBackend
 from runners.command import run_job
-from runners.database import DatabaseFile
-from runners.clip_labels import DEFAULT_TEMPLATES, ZeroShotLabeler, load_label_prompts, record_clip_labels
-from runners.label_recorder import check_taxonomy, load_label_scope
-from runners.recorder import RunSummary, check_images, record_scorer, require_dataset
+from runners.labels.clip_labels import DEFAULT_TEMPLATES, ZeroShotLabeler, load_label_prompts, record_clip_labels
+from runners.labels.label_recorder import check_taxonomy, load_label_scope
+from runners.recording import backend_args
+from runners.recording.database import DatabaseFile
+from runners.recording.recorder import RunSummary, check_images, record_scorer, require_dataset
 
 BACKENDS: tuple[str, ...] = ("clip", "simulated")
 TASKS: tuple[str, ...] = ("content", "labels")

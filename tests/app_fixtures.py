@@ -20,10 +20,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app_ui import painted
-from audit_core import orders, store
-from audit_core.audit_data import AuditData, load_audit_data
+from audit_core import store
 from audit_core.ingest.pools import write_pools
-from audit_core.records import CallRecord, RunRecord, ScoreRecord
+from audit_core.selection import orders
+from audit_core.selection.audit_data import SelectionData, load_selection_data
+from audit_core.store.records import CallRecord, RunRecord, ScoreRecord
 from tests.fixtures_pools import make_pool_set
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -78,11 +79,11 @@ def open_app(params: Mapping[str, str | list[str]], *, timeout: float = 120, pai
     return at
 
 
-def load_tiny(db: str | Path) -> AuditData:
+def load_tiny(db: str | Path) -> SelectionData:
     """The audit data of dataset 'tiny' in `db`, read through a read-only connection."""
     con = duckdb.connect(str(db), read_only=True)
     try:
-        return load_audit_data(con, "tiny")
+        return load_selection_data(con, "tiny")
     finally:
         con.close()
 

@@ -11,7 +11,7 @@ import pytest
 @pytest.fixture(scope="session", autouse=True)
 def own_config_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """XDG_CONFIG_HOME set to a folder of the session, for every test and every process a test starts,
-    so the audit cache's key (`audit_core.install_key`) is never made in or read from ~/.config."""
+    so the audit cache's key (`audit_core.store.install_key`) is never made in or read from ~/.config."""
     folder = tmp_path_factory.mktemp("config")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CONFIG_HOME", str(folder))

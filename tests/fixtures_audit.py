@@ -1,4 +1,4 @@
-"""Hand-built AuditData for the statistics tests (no database needed).
+"""Hand-built SelectionData for the statistics tests (no database needed).
 
 `make_data` takes utilities (P, M) with NaN padding and per-judge canonical picks
 (P, K); slots follow the default rotations (order k shows canonical (s + k) mod m
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from audit_core.audit_data import AuditData
+from audit_core.selection.audit_data import SelectionData
 
 MODELS = ("SD35", "flux", "gpt-image", "imagegen3", "kandinsky")  # up to five candidates per pool
 
@@ -21,7 +21,7 @@ def make_data(
     countries: list[str] | None = None,
     extra: dict[str, np.ndarray] | None = None,
     scores: dict[str, np.ndarray] | None = None,
-) -> AuditData:
+) -> SelectionData:
     h = np.asarray(h, dtype=float)
     n, width = h.shape
     mask = ~np.isnan(h)
@@ -48,7 +48,7 @@ def make_data(
     outcomes = {"alignment": h}
     for name, values in (extra or {}).items():
         outcomes[name] = np.where(mask, np.asarray(values, dtype=float), np.nan)
-    return AuditData(
+    return SelectionData(
         dataset_id="test",
         prompts=prompts,
         candidate_ids=candidate_ids,
@@ -62,7 +62,7 @@ def make_data(
     )
 
 
-def random_data(n: int = 40, n_orders: int = 3, seed: int = 0, judges: tuple[str, ...] = ("a", "b")) -> AuditData:
+def random_data(n: int = 40, n_orders: int = 3, seed: int = 0, judges: tuple[str, ...] = ("a", "b")) -> SelectionData:
     """A random dataset with 3- and 4-image pools, ratings on a 1/6 grid, two judges,
     a scorer and the cultural outcomes; some picks fail."""
     rng = np.random.default_rng(seed)

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-from audit_core.ingest.pools import PoolSet, write_dataset
-from audit_core.taxonomy import Taxonomy, load_taxonomy
 from fixtures_pools import make_pool_set
+
+from audit_core.attributes.taxonomy import Taxonomy, load_taxonomy
+from audit_core.ingest.pools import PoolSet, write_dataset
 
 WEAK = ("religion", "culture", "disability")  # the weakly visible attributes of the default taxonomy
 

@@ -10,9 +10,9 @@ import pytest
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
-from audit_core import alignment
-from audit_core.bootstrap import count_weights
-from audit_core.reliability import pool_consensus
+from audit_core.rating import alignment
+from audit_core.rating.reliability import pool_consensus
+from audit_core.stats.bootstrap import count_weights
 
 
 def votes_frame(table: dict[str, dict[str, list[float]]]) -> pd.DataFrame:

@@ -10,15 +10,15 @@ import pandas as pd
 import pytest
 
 from audit_core import store
-from audit_core.analysis import audit
-from audit_core.audit_data import AuditData
-from audit_core.policies import policy_picks
+from audit_core.selection.analysis import audit_selection
+from audit_core.selection.audit_data import SelectionData
+from audit_core.selection.policies import policy_picks
 from benchmarks.synthetic import build_synthetic_db
 from runners import analyze
 from tests.fixtures_audit import make_data, random_data
 
 
-def reference(data: AuditData, pick: np.ndarray) -> dict[str, float]:
+def reference(data: SelectionData, pick: np.ndarray) -> dict[str, float]:
     """Obviously-correct per-prompt loop over one policy's picks."""
     rows = []
     for p in range(data.n_prompts):
@@ -48,16 +48,16 @@ def reference(data: AuditData, pick: np.ndarray) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def data() -> AuditData:
+def data() -> SelectionData:
     return random_data(n=60, seed=4)
 
 
 @pytest.fixture(scope="module")
-def result(data: AuditData):
-    return audit(data, resamples=300, seed=1)
+def result(data: SelectionData):
+    return audit_selection(data, resamples=300, seed=1)
 
 
-def test_point_estimates_match_a_loop_reference(data: AuditData, result) -> None:
+def test_point_estimates_match_a_loop_reference(data: SelectionData, result) -> None:
     table = result.policies.set_index("policy")
     for name, pick in policy_picks(data).items():
         ref = reference(data, pick)
@@ -87,7 +87,7 @@ def direct_interval(values: np.ndarray, resamples: int, seed: int, level: float 
     return tuple(np.quantile(means, [(1 - level) / 2, (1 + level) / 2]))
 
 
-def per_prompt(data: AuditData, pick: np.ndarray) -> dict[str, np.ndarray]:
+def per_prompt(data: SelectionData, pick: np.ndarray) -> dict[str, np.ndarray]:
     """Per-prompt regret, gain, random regret and stereotype delta of a pick, NaN where it abstains."""
     rows = np.arange(data.n_prompts)
     h, st = data.utility, data.outcomes["stereotype"]
@@ -100,7 +100,7 @@ def per_prompt(data: AuditData, pick: np.ndarray) -> dict[str, np.ndarray]:
             "stereotype_sensitive_delta": np.where(sensitive, delta, np.nan)}
 
 
-def test_a_policys_interval_is_a_direct_bootstrap_over_the_prompts_it_acts_on(data: AuditData, result) -> None:
+def test_a_policys_interval_is_a_direct_bootstrap_over_the_prompts_it_acts_on(data: SelectionData, result) -> None:
     table = result.policies.set_index("policy")
     picks = policy_picks(data)
     for name in ("a", "a agree>=3/3", "a+b agree rejected", "clip"):
@@ -119,7 +119,7 @@ def test_a_policys_interval_is_a_direct_bootstrap_over_the_prompts_it_acts_on(da
         pytest.approx(direct_interval(diff, 300, 1), abs=1e-12)
 
 
-def test_country_intervals_resample_within_the_country_and_the_worst_group_within_each(data: AuditData, result) -> None:
+def test_country_intervals_resample_within_the_country_and_the_worst_group_within_each(data: SelectionData, result) -> None:
     regret = per_prompt(data, policy_picks(data)["a majority"])["regret"]
     country = data.prompts["country"].to_numpy()
     groups = result.groups.set_index(["policy", "country"])
@@ -136,7 +136,7 @@ def test_country_intervals_resample_within_the_country_and_the_worst_group_withi
     assert (row["worst_group_regret_lo"], row["worst_group_regret_hi"]) == pytest.approx(tuple(expected), abs=1e-12)
 
 
-def test_a_gates_kept_minus_rejected_side_resamples_all_prompts_jointly(data: AuditData, result) -> None:
+def test_a_gates_kept_minus_rejected_side_resamples_all_prompts_jointly(data: SelectionData, result) -> None:
     picks = policy_picks(data)
     kept, rejected = (per_prompt(data, picks[name])["gain"] for name in ("b agree>=3/3", "b agree>=3/3 rejected"))
     index = np.random.default_rng(1).integers(0, data.n_prompts, size=(300, data.n_prompts))
@@ -153,7 +153,7 @@ def test_a_gates_kept_minus_rejected_side_resamples_all_prompts_jointly(data: Au
     assert np.isnan(result.policies.set_index("policy").loc["a", "gain_vs_rejected"])  # not a gate
 
 
-def test_cultural_rows_carry_the_chosen_and_random_means_of_their_subset(data: AuditData, result) -> None:
+def test_cultural_rows_carry_the_chosen_and_random_means_of_their_subset(data: SelectionData, result) -> None:
     cultural = result.cultural.set_index(["policy", "outcome", "subset"])
     stereotype = data.outcomes["stereotype"]
     sensitive = np.nanmax(stereotype, axis=1) - np.nanmin(stereotype, axis=1) > 1e-12
@@ -185,22 +185,22 @@ def test_country_intervals_contain_their_estimates_and_have_width(result) -> Non
     assert (groups["regret_hi"] > groups["regret_lo"]).any()
 
 
-def test_same_seed_same_result_and_seed_recorded(data: AuditData) -> None:
-    first = audit(data, resamples=200, seed=9)
-    again = audit(data, resamples=200, seed=9)
+def test_same_seed_same_result_and_seed_recorded(data: SelectionData) -> None:
+    first = audit_selection(data, resamples=200, seed=9)
+    again = audit_selection(data, resamples=200, seed=9)
     pd.testing.assert_frame_equal(first.policies, again.policies)
     pd.testing.assert_frame_equal(first.groups, again.groups)
     assert first.to_summary()["seed"] == 9 and first.to_summary()["resamples"] == 200
-    other = audit(data, resamples=200, seed=10)
+    other = audit_selection(data, resamples=200, seed=10)
     assert not np.allclose(first.policies["regret_lo"], other.policies["regret_lo"])
 
 
-def permuted(data: AuditData, rows: np.ndarray, cols: np.ndarray) -> AuditData:
+def permuted(data: SelectionData, rows: np.ndarray, cols: np.ndarray) -> SelectionData:
     """The same dataset with prompts reordered and every pool's canonical columns relabelled."""
     inverse = np.argsort(cols)
     width = data.mask.shape[1]
     remap = lambda pick: np.where(pick >= 0, inverse[np.clip(pick, 0, width - 1)], pick)  # noqa: E731
-    return AuditData(
+    return SelectionData(
         dataset_id=data.dataset_id,
         prompts=data.prompts.iloc[rows].reset_index(drop=True),
         candidate_ids=data.candidate_ids[rows][:, cols],
@@ -225,7 +225,7 @@ def test_shuffling_prompts_and_candidate_columns_preserves_results() -> None:
     extra = {"stereotype": rng.random((n, 4)), "missing_explicit": rng.random((n, 4)), "missing_implicit": rng.random((n, 4))}
     base = make_data(h, picks, [f"c{i % 3}" for i in range(n)], extra, scores={"clip": rng.random((n, 4))})
     shuffled = permuted(base, rng.permutation(n), np.array([2, 0, 3, 1]))
-    one, two = audit(base, resamples=0), audit(shuffled, resamples=0)
+    one, two = audit_selection(base, resamples=0), audit_selection(shuffled, resamples=0)
     columns = ["policy", "n", "regret", "gain", "bmr", "bmr_random", "best", "worst_group_regret",
                "disparity", "stereotype_delta", "missing_explicit_sensitive_delta"]
     pd.testing.assert_frame_equal(one.policies[columns], two.policies[columns], check_exact=False, atol=1e-12)
@@ -236,7 +236,7 @@ def test_shuffling_prompts_and_candidate_columns_preserves_results() -> None:
 def test_a_judge_that_never_answers() -> None:
     h = np.array([[0.1, 0.5, 0.9], [0.2, 0.4, 0.6]])
     data = make_data(h, {"mute": np.full((2, 2), -1), "ok": np.array([[2, 2], [0, 1]])}, countries=["x", "y"])
-    result = audit(data, resamples=50)
+    result = audit_selection(data, resamples=50)
     table = result.policies.set_index("policy")
     assert table.loc["mute", "n"] == 0 and table.loc["mute", "coverage"] == 0.0
     assert np.isnan(table.loc["mute", "regret"]) and np.isnan(table.loc["mute", "regret_lo"])
@@ -261,7 +261,7 @@ def test_gates_table_reports_kept_and_rejected_next_to_random_and_ungated(result
         assert kept["regret_vs_ungated"] == pytest.approx(kept["regret"] - kept["ungated_regret"], abs=1e-12)
 
 
-def test_risk_coverage_has_every_threshold(data: AuditData, result) -> None:
+def test_risk_coverage_has_every_threshold(data: SelectionData, result) -> None:
     rc = result.risk_coverage
     for judge in data.judges:
         part = rc[(rc["judge"] == judge) & rc["kind"].isin(["judge", "majority", "order_gate"])]
@@ -285,14 +285,14 @@ def synthetic_db(tmp_path_factory) -> str:
 
 
 def test_synthetic_dataset_loads_and_audits(synthetic_db: str) -> None:
-    from audit_core.audit_data import load_audit_data
+    from audit_core.selection.audit_data import load_selection_data
 
     con = store.connect(synthetic_db, read_only=True)
-    data = load_audit_data(con, "syn")
+    data = load_selection_data(con, "syn")
     con.close()
     assert data.n_prompts == 300 and len(data.judges) == 3 and data.scorers == ["clip"]
     assert set(data.pool_sizes) == {3, 4}
-    result = audit(data, resamples=100)
+    result = audit_selection(data, resamples=100)
     first = result.judges.set_index("judge")["first_slot"]
     assert first["slot_a"] > first["steady"]  # the slot-A judge shows its bias
 
@@ -323,7 +323,7 @@ def test_analyze_command_rejects_unknown_inputs(synthetic_db: str, tmp_path, cap
 
 def test_a_dataset_without_judges_still_has_every_table() -> None:
     data = make_data(np.array([[0.1, 0.5, 0.9], [0.2, 0.4, 0.6]]), {}, countries=[None, None])
-    result = audit(data, resamples=20)
+    result = audit_selection(data, resamples=20)
     assert result.policies["policy"].tolist() == ["random", "oracle"]
     for name, frame in result.tables().items():
         assert len(frame.columns) > 0, name

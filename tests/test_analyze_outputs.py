@@ -10,14 +10,14 @@ import pandas as pd
 import pytest
 
 from audit_core import store
-from audit_core.alignment import ALIGNMENT_COLUMNS, TILT_COLUMNS
-from audit_core.reliability import RELIABILITY_COLUMNS
-from audit_core.timing import timing_table
+from audit_core.rating.alignment import ALIGNMENT_COLUMNS, TILT_COLUMNS
+from audit_core.rating.reliability import RELIABILITY_COLUMNS
+from audit_core.selection.timing import timing_table
 from benchmarks.synthetic import build_synthetic_db
 from runners import analyze
+from runners.demo.demo_ratings import DATASET as RATING_DATASET
+from runners.demo.demo_ratings import build_rating_demo
 from runners.ingest import main as ingest_main
-from runners.demo_ratings import DATASET as RATING_DATASET
-from runners.demo_ratings import build_rating_demo
 
 SELECTION_TABLES = ("policies", "judges", "positions", "generators", "generator_slots", "flips_by_range",
                     "flips_by_near_ties", "groups", "cultural", "risk_coverage", "gates", "slices",

@@ -38,8 +38,8 @@ import numpy as np
 import pytest
 
 from audit_core import store
-from audit_core.analysis import audit
-from audit_core.audit_data import AuditData, load_audit_data
+from audit_core.selection.analysis import audit_selection
+from audit_core.selection.audit_data import SelectionData, load_selection_data
 from runners import ingest
 
 JUDGEACTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "judgeacts" / "main"
@@ -100,7 +100,7 @@ PUBLISHED_GENERATORS = {  # position.json, generator names as in our store
 PUBLISHED_UNIFORM = {"SD-3.5-Large": 0.275556, "Flux.1-Dev": 0.273333, "GPT-Image": 0.272222, "Imagen3": 0.178889}
 
 
-def in_file_order(data: AuditData, prompt_ids: list[str]) -> AuditData:
+def in_file_order(data: SelectionData, prompt_ids: list[str]) -> SelectionData:
     """The same dataset with its prompts in the order of `prompt_ids`."""
     row = dict(zip(data.prompts["prompt_id"], range(data.n_prompts)))
     r = np.array([row[p] for p in prompt_ids])
@@ -129,10 +129,10 @@ def result(tmp_path_factory):
     ])
     assert code == 0
     con = store.connect(db, read_only=True)
-    data = load_audit_data(con, "main")
+    data = load_selection_data(con, "main")
     con.close()
     order = [json.loads(line)["prompt_id"] for line in pools.read_text().splitlines() if line.strip()]
-    return audit(in_file_order(data, order), resamples=10_000, seed=STUDY_SEED)
+    return audit_selection(in_file_order(data, order), resamples=10_000, seed=STUDY_SEED)
 
 
 @pytest.mark.parametrize("policy", sorted(PUBLISHED_POLICIES))

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-
 import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from audit_core import store
-from audit_core.analysis import audit
-from audit_core.audit_data import load_audit_data
-from audit_core.rating_audit import load_rating_data, rating_audit
-from tests.app_fixtures import UNEXPECTED, build_app_db, cards, open_app
+from audit_core.rating.rating_audit import audit_rating, load_rating_data
+from audit_core.selection.analysis import audit_selection
+from audit_core.selection.audit_data import load_selection_data
 from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
+from tests.app_fixtures import UNEXPECTED, build_app_db, cards, open_app
 from tests.test_rating_audit import DATASET, HTML_ITEM, HTML_OUTPUT, build_rating_db, write_runs_on_two_scales
 
 RESAMPLES = "1000"  # the smallest choice of the sidebar
@@ -66,7 +65,7 @@ def test_every_pool_side_by_side_with_undefined_pearson(rating_db):
 def test_overview_numbers_are_the_audits(rating_db):
     con = duckdb.connect(rating_db, read_only=True)
     try:
-        result = rating_audit(load_rating_data(con, DATASET), resamples=int(RESAMPLES), seed=0)
+        result = audit_rating(load_rating_data(con, DATASET), resamples=int(RESAMPLES), seed=0)
     finally:
         con.close()
     at = open_page(rating_db, "alignment", rater="copy")
@@ -129,7 +128,7 @@ def test_reference_pool_changes_the_selection_audit(pools_db):
     assert before != after
     con = duckdb.connect(pools_db, read_only=True)
     try:
-        strict = audit(load_audit_data(con, "tiny", pool="strict"), resamples=int(RESAMPLES), seed=0)
+        strict = audit_selection(load_selection_data(con, "tiny", pool="strict"), resamples=int(RESAMPLES), seed=0)
     finally:
         con.close()
     alpha = strict.policies.set_index("policy").loc["alpha"]
@@ -143,9 +142,9 @@ def test_reference_pool_changes_the_selection_audit(pools_db):
 @pytest.fixture(scope="module")
 def rubric_only_db(tmp_path_factory) -> str:
     """A rating study with rubric votes and no alignment ratings at all: it has no selection audit."""
+    from runners.ingest import main as ingest_main
     from tests.test_ingest_ratings import pool_rows, rating_rows, vote_rows
     from tests.test_ingest_table import write_table
-    from runners.ingest import main as ingest_main
 
     tmp = tmp_path_factory.mktemp("app_rubric_only")
     db = tmp / "study.duckdb"

@@ -9,11 +9,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from audit_core import store
-from audit_core.records import LabelAnswerRecord, LabelCallRecord, RunRecord
-from audit_core.taxonomy import load_taxonomy
-from runners import demo_attributes
-from tests.app_fixtures import build_app_db, open_app
+from audit_core.attributes.taxonomy import load_taxonomy
+from audit_core.store.records import LabelAnswerRecord, LabelCallRecord, RunRecord
+from runners.demo import demo_attributes
 from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
+from tests.app_fixtures import build_app_db, open_app
 
 HTML = '<img src=x onerror="alert(1)"> <b>bold</b>'
 DATASET = demo_attributes.DATASET

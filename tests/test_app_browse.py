@@ -1,4 +1,4 @@
-"""audit_core.browse: explorer filtering, paging, marks and one pool's detail frames."""
+"""audit_core.selection.browse: explorer filtering, paging, marks and one pool's detail frames."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_core import browse, store
-from audit_core.outcomes import prompt_outcomes
-from audit_core.policies import policy_picks
+from audit_core import store
+from audit_core.selection import browse
+from audit_core.selection.outcomes import prompt_outcomes
+from audit_core.selection.policies import policy_picks
 from tests.app_fixtures import FAILED, HTML_PROMPT, build_app_db, load_tiny, pick_rule
 
 

@@ -12,7 +12,7 @@ from PIL import Image
 from streamlit.testing.v1 import AppTest
 
 from app_ui import draw
-from audit_core import browse
+from audit_core.selection import browse
 from tests.app_fixtures import build_app_db, open_app
 
 POOL = "p002"  # a 3-candidate pool: one image undecodable, one missing, one not an image at all

@@ -10,10 +10,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app_ui import draw
-from audit_core import gate_compose as gc
-from audit_core.analysis import audit
-from tests.app_fixtures import build_app_db, cards, load_tiny, open_app
+from audit_core.selection import gate_compose as gc
+from audit_core.selection.analysis import audit_selection
 from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
+from tests.app_fixtures import build_app_db, cards, load_tiny, open_app
 
 GATE = "alpha: orders>=2/3 and scorer(scorer) or judge(beta)"
 
@@ -75,7 +75,7 @@ def test_a_link_with_a_composed_gate_shows_its_audit_and_marks_it_in_every_chart
     risk = shown["Risk–coverage"]
     point = trace(risk, "composed gate")
     assert (point["x"][0], point["y"][0]) == pytest.approx((kept["coverage"], kept["regret"]))
-    selected = audit(data, resamples=1000, seed=0).risk_coverage.set_index("policy").loc["beta agree>=3/3"]
+    selected = audit_selection(data, resamples=1000, seed=0).risk_coverage.set_index("policy").loc["beta agree>=3/3"]
     ring = trace(risk, "selected gate")
     assert (ring["x"][0], ring["y"][0]) == pytest.approx((selected["coverage"], selected["regret"]))
 

@@ -17,16 +17,16 @@ from hypothesis import strategies as hs
 from streamlit.testing.v1 import AppTest
 
 from app_ui import glance
-
 from audit_core import store
-from audit_core.analysis import audit
-from audit_core.audit_data import load_audit_data
 from audit_core.report import visible
+from audit_core.selection.analysis import audit_selection
+from audit_core.selection.audit_data import load_selection_data
 from findings import colours
 from runners import demo, ingest
+from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
 from tests.app_fixtures import build_app_db, cards, markdown_texts, open_app
 from tests.test_report import render
-from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
+
 
 class _Container:
     """Records what `glance.cards` draws: each container it opens, and each caption and subheader
@@ -151,8 +151,8 @@ def test_gated_policies_carry_their_coverage_and_the_cards_their_intervals(three
     at = open_page(three, "overview", judge="beta")
     con = duckdb.connect(three, read_only=True)
     try:
-        data, calls = load_audit_data(con, "tiny"), store.load_calls(con, "tiny")
-        result = audit(data, resamples=int(RESAMPLES), seed=0, calls=calls)
+        data, calls = load_selection_data(con, "tiny"), store.load_calls(con, "tiny")
+        result = audit_selection(data, resamples=int(RESAMPLES), seed=0, calls=calls)
     finally:
         con.close()
     policies = result.policies.set_index("policy")

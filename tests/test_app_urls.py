@@ -14,9 +14,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app_ui import painted
-from runners import demo_attributes
-from tests.app_fixtures import APP, APP_PAGES, UNEXPECTED, build_app_db
+from runners.demo import demo_attributes
 from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
+from tests.app_fixtures import APP, APP_PAGES, UNEXPECTED, build_app_db
 from tests.test_rating_audit import DATASET as RATING_DATASET
 from tests.test_rating_audit import build_rating_db
 

@@ -12,9 +12,10 @@ import pytest
 import streamlit as st
 
 from app_ui import context, warm
-from audit_core import audit_cache, store
-from tests.app_fixtures import UNEXPECTED, build_app_db, cards, open_app
+from audit_core import store
+from audit_core.store import audit_cache
 from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
+from tests.app_fixtures import UNEXPECTED, build_app_db, cards, open_app
 
 # the server's lifespan, run as serve.py runs it: the collector's view of the process inside it
 LIFESPAN = """import asyncio, gc
@@ -74,7 +75,7 @@ def _forbid_loading(monkeypatch) -> None:
     """From here on, reading the audit cache, loading a dataset or auditing one fails."""
     def refuse(*_args, **_kwargs):
         raise AssertionError("loaded on the visit")
-    for module, name in ((audit_cache, "load"), (context, "load_audit_data"), (context, "audit")):
+    for module, name in ((audit_cache, "load"), (context, "load_selection_data"), (context, "audit_selection")):
         monkeypatch.setattr(module, name, refuse)
 
 

@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_core import audit_cache, install_key, store
-from audit_core.analysis import AuditResult, audit
-from audit_core.audit_data import AuditData, load_audit_data
-from audit_core.records import utc_now
+from audit_core import store
+from audit_core.selection.analysis import SelectionAudit, audit_selection
+from audit_core.selection.audit_data import SelectionData, load_selection_data
+from audit_core.store import audit_cache, install_key
+from audit_core.store.records import utc_now
 from benchmarks.synthetic import build_synthetic_db
 from runners import analyze, audits, report
 
@@ -24,16 +25,16 @@ RESAMPLES = 200
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> tuple[Path, AuditResult, dict]:
+def built(tmp_path_factory) -> tuple[Path, SelectionAudit, dict]:
     db = tmp_path_factory.mktemp("cache") / "study.duckdb"
     build_synthetic_db(db, n_prompts=60, dataset_id=DATASET)
     con = store.connect(db, read_only=True)
     try:
-        data, calls = load_audit_data(con, DATASET), store.load_calls(con, DATASET)
+        data, calls = load_selection_data(con, DATASET), store.load_calls(con, DATASET)
         key = audit_cache.selection_key(audit_cache.dataset_fingerprint(con, DATASET), DATASET, RESAMPLES, 0, "all")
     finally:
         con.close()
-    return db, audit(data, resamples=RESAMPLES, seed=0, calls=calls), key
+    return db, audit_selection(data, resamples=RESAMPLES, seed=0, calls=calls), key
 
 
 def assert_same_result(a: object, b: object) -> None:
@@ -56,12 +57,12 @@ def _key(db: Path, dataset: str = DATASET) -> dict:
 
 def test_a_hit_returns_the_tables_that_were_stored(built) -> None:
     db, result, key = built
-    assert audit_cache.load(db, key, AuditResult) is None
+    assert audit_cache.load(db, key, SelectionAudit) is None
     assert audit_cache.store(db, key, result) is None
     assert (db.parent / "study_cache").is_dir()
-    assert_same_result(audit_cache.load(db, key, AuditResult), result)
+    assert_same_result(audit_cache.load(db, key, SelectionAudit), result)
     other = {**key, "resamples": RESAMPLES + 1}  # another parameter: another entry
-    assert audit_cache.load(db, other, AuditResult) is None
+    assert audit_cache.load(db, other, SelectionAudit) is None
 
 
 def test_the_key_follows_recorded_runs_and_ingests_only_of_its_dataset(tmp_path) -> None:
@@ -104,14 +105,14 @@ def test_loaded_arrays_round_trip_without_pickle(built) -> None:
     db, _, _ = built
     con = store.connect(db, read_only=True)
     try:
-        data = load_audit_data(con, DATASET)
+        data = load_selection_data(con, DATASET)
         key = audit_cache.data_key(audit_cache.dataset_fingerprint(con, DATASET), DATASET, "all")
     finally:
         con.close()
     assert audit_cache.store(db, key, data) is None
-    again = audit_cache.load(db, key, AuditData)
+    again = audit_cache.load(db, key, SelectionData)
     pd.testing.assert_frame_equal(again.prompts, data.prompts, check_exact=True)
-    for field in dataclasses.fields(AuditData):
+    for field in dataclasses.fields(SelectionData):
         x, y = getattr(data, field.name), getattr(again, field.name)
         if isinstance(x, dict):
             assert x.keys() == y.keys()
@@ -128,7 +129,7 @@ def test_an_unwritable_folder_keeps_nothing_and_breaks_nothing(built, tmp_path) 
     (tmp_path / "study_cache").write_text("a file where the folder would go")
     assert audit_cache.store(db, key, result) is not None
     calls = []
-    again, problem = audit_cache.cached(db, key, AuditResult, lambda: calls.append(1) or result)
+    again, problem = audit_cache.cached(db, key, SelectionAudit, lambda: calls.append(1) or result)
     assert again is result and calls == [1] and problem
 
 
@@ -165,7 +166,7 @@ def test_a_tampered_entry_is_ignored_and_never_executed(built, tmp_path) -> None
     manifest["fields"]["gates"].update(sha256=hashlib.sha256(gates.read_bytes()).hexdigest(),
                                        bytes=gates.stat().st_size)
     sign_manifest(entry, manifest)
-    assert audit_cache.load(db, key, AuditResult) is None
+    assert audit_cache.load(db, key, SelectionAudit) is None
     assert not marker.exists()
 
     # a table changed behind the manifest's back: its hash no longer matches
@@ -174,7 +175,7 @@ def test_a_tampered_entry_is_ignored_and_never_executed(built, tmp_path) -> None
     frame = pd.read_parquet(policies)
     frame.loc[0, "regret"] = -1.0
     frame.to_parquet(policies)
-    assert audit_cache.load(db, key, AuditResult) is None
+    assert audit_cache.load(db, key, SelectionAudit) is None
 
     # a manifest for other fields, another class or key, or naming a file elsewhere, even signed
     assert audit_cache.store(db, key, result) is None
@@ -185,13 +186,13 @@ def test_a_tampered_entry_is_ignored_and_never_executed(built, tmp_path) -> None
                  "sha256": hashlib.sha256(outside.read_bytes()).hexdigest(), "bytes": outside.stat().st_size}
     for bad in ({**good, "fields": {**good["fields"], "extra": {"type": "json", "value": 1}}},
                 {**good, "fields": {**good["fields"], "policies": elsewhere}},
-                {**good, "class": "RatingAuditResult"}, {**good, "key": {**key, "seed": 1}}):
+                {**good, "class": "RatingAudit"}, {**good, "key": {**key, "seed": 1}}):
         sign_manifest(entry, bad)
-        assert audit_cache.load(db, key, AuditResult) is None
+        assert audit_cache.load(db, key, SelectionAudit) is None
 
     # not a manifest at all: ignored, never executed, and left in place as not this installation's
     (entry / "manifest.json").write_bytes(pickle.dumps(Payload()))
-    assert audit_cache.load(db, key, AuditResult) is None
+    assert audit_cache.load(db, key, SelectionAudit) is None
     assert audit_cache.store(db, key, result) is not None
     assert (entry / "manifest.json").read_bytes() == pickle.dumps(Payload())
     assert not marker.exists()

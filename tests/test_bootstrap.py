@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit_core import bootstrap
+from audit_core.stats import bootstrap
 
 LARGE = bootstrap.EXACT_DRAWS_UP_TO * 3  # above the threshold: resample means drawn from their distribution
 

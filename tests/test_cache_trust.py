@@ -22,9 +22,10 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from audit_core import audit_cache, install_key, store, thumbnails
-from audit_core.analysis import AuditResult, audit
-from audit_core.audit_data import load_audit_data
+from audit_core import store
+from audit_core.selection.analysis import SelectionAudit, audit_selection
+from audit_core.selection.audit_data import load_selection_data
+from audit_core.store import audit_cache, install_key, thumbnails
 from benchmarks.synthetic import build_synthetic_db
 from runners import analyze
 from runners.audits import run_audits
@@ -66,17 +67,17 @@ def finishes(action: Callable[[], object], seconds: float = 10.0) -> object:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> tuple[Path, AuditResult, dict]:
+def built(tmp_path_factory) -> tuple[Path, SelectionAudit, dict]:
     """(a database, its selection audit as `runners.analyze` computes it, that audit's cache key)."""
     db = tmp_path_factory.mktemp("trust") / "study.duckdb"
     build_synthetic_db(db, n_prompts=30, dataset_id=DATASET)
     con = store.connect(db, read_only=True)
     try:
-        data, calls = load_audit_data(con, DATASET), store.load_calls(con, DATASET)
+        data, calls = load_selection_data(con, DATASET), store.load_calls(con, DATASET)
         key = audit_cache.selection_key(audit_cache.dataset_fingerprint(con, DATASET), DATASET, RESAMPLES, 0, "all")
     finally:
         con.close()
-    return db, audit(data, resamples=RESAMPLES, seed=0, calls=calls), key
+    return db, audit_selection(data, resamples=RESAMPLES, seed=0, calls=calls), key
 
 
 def fresh_db(built, folder: Path) -> Path:
@@ -172,7 +173,7 @@ def test_links_in_the_cache_leave_everything_outside_unchanged(built, outside_te
     before = tree_state(outside)
     _, result, key = built
 
-    loaded = audit_cache.load(db, key, AuditResult)  # the genuine entry outside is not read through a link
+    loaded = audit_cache.load(db, key, SelectionAudit)  # the genuine entry outside is not read through a link
     problem = audit_cache.store(db, key, result)
     status = analyze.main(["--db", str(db), "--dataset", DATASET, "--resamples", str(RESAMPLES), "--cache-only"])
     out, err = capsys.readouterr()
@@ -181,7 +182,7 @@ def test_links_in_the_cache_leave_everything_outside_unchanged(built, outside_te
     assert loaded is None
     if level in KEPT_DESPITE:
         assert problem is None and status == 0 and "kept the audits in" in out
-        assert_same_result(audit_cache.load(db, key, AuditResult), result)
+        assert_same_result(audit_cache.load(db, key, SelectionAudit), result)
         if level == "neighbour":
             assert link.is_symlink()  # not this installation's: left alone
         else:
@@ -189,7 +190,7 @@ def test_links_in_the_cache_leave_everything_outside_unchanged(built, outside_te
     else:
         assert problem and status == 2 and "kept the audits" not in out
         assert err.count("\n") == 1 and "could not be kept" in err
-        assert audit_cache.load(db, key, AuditResult) is None
+        assert audit_cache.load(db, key, SelectionAudit) is None
         assert link.is_symlink()
 
 
@@ -249,7 +250,7 @@ def test_special_files_in_the_cache_are_ignored_at_once(built, tmp_path, where, 
     target = entry / ("manifest.json" if where == "manifest" else read_manifest(entry)["fields"]["policies"]["file"])
     special(target, kind)
 
-    assert finishes(lambda: audit_cache.load(db, key, AuditResult)) is None
+    assert finishes(lambda: audit_cache.load(db, key, SelectionAudit)) is None
     assert finishes(lambda: audit_cache.has(db, key)) is (where == "data")  # has() reads the manifest only
     newer = {**key, "content": "1" * 64}  # storing another content scans this entry as a stale candidate
     assert finishes(lambda: audit_cache.store(db, newer, result)) is None
@@ -290,7 +291,7 @@ def test_an_unusable_key_keeps_and_reads_nothing(built, tmp_path, monkeypatch, k
     else:
         special(path, kind)
     before = tree_state(path.parent)
-    assert finishes(lambda: audit_cache.load(db, key, AuditResult)) is None
+    assert finishes(lambda: audit_cache.load(db, key, SelectionAudit)) is None
     assert finishes(lambda: audit_cache.store(db, key, result)) is not None
     status = finishes(lambda: analyze.main(["--db", str(db), "--dataset", DATASET, "--resamples", str(RESAMPLES),
                                             "--cache-only"]))
@@ -370,13 +371,13 @@ def test_forged_entries_are_misses_and_the_audit_is_recomputed(built, tmp_path, 
         assert audit_cache.store(db, key, result) is None
         ours = forge(entry, how, tmp_path)
 
-    assert finishes(lambda: audit_cache.load(db, key, AuditResult)) is None
+    assert finishes(lambda: audit_cache.load(db, key, SelectionAudit)) is None
     audits = run_audits(db, DATASET, RESAMPLES, 0)  # from the database, not from the forged entry
     assert_same_result(audits.result, result)
     assert FORGED_REGRET not in audits.result.policies["regret"].to_numpy()
     assert (audits.cache_problem is None) is ours  # a forged manifest is not this installation's: left in place
     if ours:
-        assert_same_result(audit_cache.load(db, key, AuditResult), result)
+        assert_same_result(audit_cache.load(db, key, SelectionAudit), result)
 
 
 def test_a_cache_that_could_not_be_kept_is_not_announced_as_kept(built, tmp_path, capsys) -> None:

@@ -7,16 +7,16 @@ import re
 import numpy as np
 import pytest
 import torch
-
-from audit_core import store
-from audit_core.errors import InputError
-from audit_core.taxonomy import load_taxonomy
 from db_snapshot import snapshot
-from runners import score
-from runners.backends.clip import ClipScorer, zero_shot_classifier
-from runners.clip_labels import DEFAULT_TEMPLATES, ZeroShotLabeler, load_label_prompts, record_clip_labels
 from fixtures_labels import write_label_dataset
 from test_runners_clip import TINY, tiny_clip  # noqa: F401  (fixture)
+
+from audit_core import store
+from audit_core.attributes.taxonomy import load_taxonomy
+from audit_core.errors import InputError
+from runners import score
+from runners.backends.clip import ClipScorer, zero_shot_classifier
+from runners.labels.clip_labels import DEFAULT_TEMPLATES, ZeroShotLabeler, load_label_prompts, record_clip_labels
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from audit_core.composition import composition_columns, composition_table
+from audit_core.selection.composition import composition_columns, composition_table
 from tests.fixtures_audit import make_data
 from tests.test_position_detail import judgeacts  # noqa: F401  (the shared JudgeActs fixture)
 

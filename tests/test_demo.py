@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from audit_core import store
-from audit_core.audit_data import load_audit_data
+from audit_core.selection.audit_data import load_selection_data
 from runners import demo
 
 N_PROMPTS = 50  # one prompt per (country, category) cell
@@ -75,7 +75,7 @@ def test_pools_are_shaped_like_culturalframes(built):
 
 def test_simulated_judges_show_the_behaviours_worth_auditing(built):
     con = store.connect(built[0], read_only=True)
-    data = load_audit_data(con, "demo")
+    data = load_selection_data(con, "demo")
     con.close()
     assert data.judges == ["slot-a-judge", "strong-judge", "weak-judge"]
     assert data.scorers == ["content-scorer"]

@@ -10,12 +10,13 @@ from PIL import Image
 from streamlit.testing.v1 import AppTest
 
 from audit_core import store
-from audit_core.attribute_audit import attribute_audit, load_attribute_data
-from audit_core.taxonomy import load_taxonomy
-from runners import demo, demo_attributes
+from audit_core.attributes.attribute_audit import audit_attributes, load_attribute_data
+from audit_core.attributes.taxonomy import load_taxonomy
+from runners import demo
 from runners.backends.simulated_labeler import simulated_labeler
-from runners.label_protocol import DEFAULT_CONDITIONS, load_label_instruction, select_label_conditions
-from runners.label_recorder import load_label_scope, plan_labels, record_labeler
+from runners.demo import demo_attributes
+from runners.labels.label_protocol import DEFAULT_CONDITIONS, load_label_instruction, select_label_conditions
+from runners.labels.label_recorder import load_label_scope, plan_labels, record_labeler
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 N_PROMPTS = 30  # 90 images
@@ -42,7 +43,7 @@ def audited(built):
         runs = store.load_runs(con, demo_attributes.DATASET)
     finally:
         con.close()
-    return data, attribute_audit(data, resamples=RESAMPLES), row, runs
+    return data, audit_attributes(data, resamples=RESAMPLES), row, runs
 
 
 def recorded(db):

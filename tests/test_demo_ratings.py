@@ -6,15 +6,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from audit_core import store
-from audit_core.alignment import alignment_tables, tilt_table
-from audit_core.reliability import pool_agreement_table, reliability_table
-from runners import analyze, demo, demo_ratings
+from audit_core.rating.alignment import alignment_tables, tilt_table
+from audit_core.rating.reliability import pool_agreement_table, reliability_table
+from runners import analyze, demo
 from runners.backends.simulated import simulated_scorer
-from runners.recorder import record_scorer
-from runners.rating_protocol import DEFAULT_CONDITIONS, load_conditions
-from streamlit.testing.v1 import AppTest
+from runners.demo import demo_ratings
+from runners.rating.rating_protocol import DEFAULT_CONDITIONS, load_conditions
+from runners.recording.recorder import record_scorer
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from runners import analyze, demo, demo_attributes, demo_ratings, ingest
+from runners import analyze, demo, ingest
+from runners.demo import demo_attributes, demo_ratings
 from tests.app_fixtures import build_app_db
 from tests.db_snapshot import snapshot
 from tests.fixtures_pools import write_tiny_dataset

@@ -1,11 +1,11 @@
 """The four gallery rules pick exactly the documented pools on a hand-built dataset
-(`audit_core.galleries`: what qualifies, the ranking, the tie-breaks and the limit)."""
+(`audit_core.selection.galleries`: what qualifies, the ranking, the tie-breaks and the limit)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from audit_core import galleries
+from audit_core.selection import galleries
 from tests.fixtures_audit import make_data
 
 NAN = np.nan

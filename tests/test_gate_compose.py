@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit_core import gate_compose as gc
-from audit_core.analysis import audit
-from audit_core.audit_data import AuditData, load_audit_data
 from audit_core.errors import InputError
-from audit_core.gates import GATE_COLUMNS
+from audit_core.selection import gate_compose as gc
+from audit_core.selection.analysis import audit_selection
+from audit_core.selection.audit_data import SelectionData, load_selection_data
+from audit_core.selection.gates import GATE_COLUMNS
 from runners.demo import build_demo
 from tests.fixtures_audit import random_data
 
@@ -25,24 +25,24 @@ META = ["policy", "gate", "kind", "threshold", "orders", "partner"]  # what name
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory) -> AuditData:
+def demo(tmp_path_factory) -> SelectionData:
     db = tmp_path_factory.mktemp("demo") / "demo.duckdb"
     build_demo(db, n_prompts=100, progress=False)  # the demo's generator, judges and scorer, fewer prompts
     con = duckdb.connect(str(db), read_only=True)
     try:
-        return load_audit_data(con, "demo")
+        return load_selection_data(con, "demo")
     finally:
         con.close()
 
 
 @pytest.fixture(scope="module")
-def built() -> AuditData:
+def built() -> SelectionData:
     return random_data(n=60, seed=4)  # judges a and b (3 orders, some parse failures), scorer clip
 
 
 @pytest.fixture(scope="module")
-def audits(demo, built) -> dict[str, tuple[AuditData, object]]:
-    return {name: (data, audit(data, resamples=RESAMPLES, seed=SEED)) for name, data in (("demo", demo), ("built", built))}
+def audits(demo, built) -> dict[str, tuple[SelectionData, object]]:
+    return {name: (data, audit_selection(data, resamples=RESAMPLES, seed=SEED)) for name, data in (("demo", demo), ("built", built))}
 
 
 def _same(standard: pd.DataFrame, composed: pd.DataFrame) -> None:

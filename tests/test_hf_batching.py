@@ -8,15 +8,16 @@ other rows on a reply shows as a changed text.
 import json
 
 import pytest
-
-from audit_core import store
 from fixtures_pools import write_tiny_dataset
 from fixtures_vlms import build_qwen3_vl, build_smolvlm
-from runners import recorder, run_judge
-from runners.backends.hf import HFSelector
-from runners.engines import generate_batch
-from runners.rating_recorder import record_rater
 from test_run_rater import files, write_rating_dataset  # noqa: F401  (fixture)
+
+from audit_core import store
+from runners import run_judge
+from runners.backends.hf import HFSelector
+from runners.rating.rating_recorder import record_rater
+from runners.recording import recorder
+from runners.recording.engines import generate_batch
 
 
 @pytest.fixture(scope="module")

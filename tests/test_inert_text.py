@@ -19,9 +19,10 @@ from audit_core import store
 from audit_core.report import escape_html, escape_markdown, visible
 from findings import figures
 from findings.sections import build_sections
-from runners import analyze, demo_attributes, report
-from tests.app_fixtures import APP_PAGES, build_app_db, open_app
+from runners import analyze, report
+from runners.demo import demo_attributes
 from tests.app_fixtures import data_folder  # noqa: F401  (autouse)
+from tests.app_fixtures import APP_PAGES, build_app_db, open_app
 from tests.test_rating_audit import build_rating_db
 
 # the direction controls the issue names, then other invisible format characters

@@ -39,8 +39,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
+from audit_core.attributes.taxonomy import DEFAULT_TAXONOMY
 from audit_core.ingest import culturalframes
-from audit_core.taxonomy import DEFAULT_TAXONOMY
 from runners import ingest
 from tests.db_snapshot import snapshot
 from tests.fixtures_isolated import run_isolated

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from audit_core import store, thumbnails
+from audit_core import store
+from audit_core.store import thumbnails
 from runners import ingest
 from tests.db_snapshot import snapshot
 

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 
 from audit_core import store
-from audit_core.attribute_audit import ATTRIBUTE_COLUMNS, CONFUSION_COLUMNS
-from audit_core.taxonomy import DEFAULT_TAXONOMY
+from audit_core.attributes.attribute_audit import ATTRIBUTE_COLUMNS, CONFUSION_COLUMNS
+from audit_core.attributes.taxonomy import DEFAULT_TAXONOMY
 from runners import analyze, ingest
 from tests.db_snapshot import snapshot
 from tests.test_ingest_table import write_table

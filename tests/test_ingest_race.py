@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from audit_core import store
+from audit_core.store import database
 from runners import ingest
 from tests.db_snapshot import snapshot
 
@@ -50,7 +50,7 @@ def test_refused_ingest_keeps_a_database_another_ingest_created_after_it_looked(
     """The refused ingest saw no file, then another ingest created and filled it: the file stays."""
     files = table_files(tmp_path)
     db = tmp_path / "new" / "race.duckdb"
-    locked_connection = store._locked_connection
+    locked_connection = database._locked_connection
 
     def other_ingest_first(path: Path, read_only: bool, lock_wait: float | None) -> duckdb.DuckDBPyConnection:
         # this ingest has already found the path absent; another one now creates the database
@@ -59,7 +59,7 @@ def test_refused_ingest_keeps_a_database_another_ingest_created_after_it_looked(
         assert done.returncode == 0, done.stderr
         return locked_connection(path, read_only, lock_wait)
 
-    monkeypatch.setattr(store, "_locked_connection", other_ingest_first)
+    monkeypatch.setattr(database, "_locked_connection", other_ingest_first)
     assert ingest.main(ingest_argv(files["second"], db)) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "already exists with different" in err, err

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from audit_core import store
-from audit_core.rating_audit import load_rating_data
+from audit_core.rating.rating_audit import load_rating_data
 from runners import ingest
 from tests.db_snapshot import snapshot
 from tests.test_ingest_table import write_table

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from audit_core import metrics
+from audit_core.selection import metrics
 
 NAN = np.nan
 

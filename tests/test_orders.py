@@ -1,6 +1,6 @@
 import pytest
 
-from audit_core import orders
+from audit_core.selection import orders
 
 
 def test_canonical_order_is_sorted_ids():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from runners.parsing import ParseResult, parse_output
+from runners.selection.parsing import ParseResult, parse_output
 
 ABC = ("A", "B", "C")
 ABCD = ("A", "B", "C", "D")

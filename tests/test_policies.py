@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from audit_core import gates
-from audit_core.outcomes import prompt_outcomes
-from audit_core.policies import majority_vote, policy_picks, scorer_pick
+from audit_core.selection import gates
+from audit_core.selection.outcomes import prompt_outcomes
+from audit_core.selection.policies import majority_vote, policy_picks, scorer_pick
 from tests.fixtures_audit import make_data, random_data
 
 NAN = np.nan

@@ -19,8 +19,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_core import position, store
-from audit_core.audit_data import AuditData, load_audit_data
+from audit_core import store
+from audit_core.selection import position
+from audit_core.selection.audit_data import SelectionData, load_selection_data
 from runners import ingest
 from tests.fixtures_audit import make_data
 
@@ -215,8 +216,8 @@ def test_generator_table_without_stereotype_ratings() -> None:
 # ------------------------------------------------------------ the published JudgeActs main split
 
 @pytest.fixture(scope="module")
-def judgeacts(tmp_path_factory) -> tuple[AuditData, pd.DataFrame]:
-    """(AuditData, load_calls frame) of the JudgeActs main split with Qwen and Smol."""
+def judgeacts(tmp_path_factory) -> tuple[SelectionData, pd.DataFrame]:
+    """(SelectionData, load_calls frame) of the JudgeActs main split with Qwen and Smol."""
     if not JUDGEACTS.is_dir():
         pytest.skip(f"{JUDGEACTS} is not available")
     db = tmp_path_factory.mktemp("ja") / "ja.duckdb"
@@ -229,12 +230,12 @@ def judgeacts(tmp_path_factory) -> tuple[AuditData, pd.DataFrame]:
     assert code == 0
     con = store.connect(db, read_only=True)
     try:
-        return load_audit_data(con, "main"), store.load_calls(con, "main")
+        return load_selection_data(con, "main"), store.load_calls(con, "main")
     finally:
         con.close()
 
 
-def in_file_order(data: AuditData) -> AuditData:
+def in_file_order(data: SelectionData) -> SelectionData:
     """The same dataset with prompts in the order of main.jsonl, the order the study resamples."""
     lines = (JUDGEACTS / "data/derived/main.jsonl").read_text(encoding="utf-8").splitlines()
     order = [json.loads(line)["prompt_id"] for line in lines if line.strip()]

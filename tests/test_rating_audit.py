@@ -21,16 +21,16 @@ import pytest
 
 from audit_core import store
 from audit_core.ingest.pools import write_dataset
-from audit_core.records import RatingCallRecord, RunRecord
-from audit_core.rating_audit import (
+from audit_core.rating.rating_audit import (
     RATING_COLUMNS,
+    audit_rating,
     item_detail,
     load_rating_data,
-    rating_audit,
     rating_distribution,
 )
+from audit_core.store.records import RatingCallRecord, RunRecord
 from runners.backends.simulated_rater import simulated_rater
-from runners.rating_recorder import pool_consensus, record_rater
+from runners.rating.rating_recorder import pool_consensus, record_rater
 from tests.fixtures_pools import make_pool_set, write_tiny_dataset
 
 DATASET = "rate"
@@ -111,7 +111,7 @@ def data(db):
 
 @pytest.fixture(scope="module")
 def result(data):
-    return rating_audit(data, resamples=RESAMPLES, seed=3)
+    return audit_rating(data, resamples=RESAMPLES, seed=3)
 
 
 def wide_consensus(data) -> pd.DataFrame:
@@ -247,7 +247,7 @@ def test_votes_without_ratings_give_reliability_and_empty_alignment(tmp_path):
         data = load_rating_data(con, "votes")
     finally:
         con.close()
-    result = rating_audit(data, resamples=RESAMPLES)
+    result = audit_rating(data, resamples=RESAMPLES)
     assert data.raters == [] and result.alignment.empty and result.tilt.empty
     assert list(result.reliability["pool"]) == ["a", "b"]
     assert json.dumps(result.to_summary(), allow_nan=False)

@@ -20,15 +20,16 @@ import tempfile
 import time
 
 import pytest
-
-from audit_core import store
 from fixtures_pools import write_tiny_dataset
 from fixtures_recording import ROOT, killed_mid_run, slowed_env
 from fixtures_vlms import build_smolvlm
-from runners import ray_engine, run_judge
+
+from audit_core import store
+from runners import run_judge
 from runners.backends.hf import HFSelector
 from runners.backends.simulated import simulated_selector
-from runners.recorder import record_selector
+from runners.recording import ray_engine
+from runners.recording.recorder import record_selector
 
 HEAD_START_SECONDS = 90
 RECORD = ["request_key", "status", "choice_label", "chosen_candidate_id", "raw_output"]

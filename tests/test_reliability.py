@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from audit_core import reliability
+from audit_core.rating import reliability
 
 JUDGEACTS_MAIN = Path(__file__).resolve().parents[2] / "shared" / "data" / "judgeacts" / "main" / "data" / "derived" / "main.jsonl"
 # Krippendorff (2011), "Computing Krippendorff's alpha-reliability": 4 coders x 12 units, missing values

@@ -7,11 +7,12 @@ import pandas as pd
 import pytest
 
 from audit_core import store
-from audit_core.attribute_audit import attribute_audit, load_attribute_data
+from audit_core.attributes.attribute_audit import audit_attributes, load_attribute_data
 from audit_core.report import percent
 from findings.blocks import Figure
 from findings.sections import build_sections
-from runners import demo_attributes, report
+from runners import report
+from runners.demo import demo_attributes
 from tests.test_report import render
 
 RESAMPLES = 50
@@ -37,7 +38,7 @@ def test_the_report_builds_on_the_attribute_demo_with_the_audits_numbers(built, 
     assert "SIMULATED" in page and "Attribute judges: accuracy per attribute" in (out / "report.md").read_text()
     con = store.connect(built, read_only=True)
     try:
-        result = attribute_audit(load_attribute_data(con, demo_attributes.DATASET), resamples=RESAMPLES)
+        result = audit_attributes(load_attribute_data(con, demo_attributes.DATASET), resamples=RESAMPLES)
     finally:
         con.close()
     parsed = render((out / "report.md").read_text(encoding="utf-8"))

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from audit_core import rubric_vs_scorer as rvs
-from audit_core.bootstrap import count_weights
+from audit_core.rating import rubric_vs_scorer as rvs
+from audit_core.stats.bootstrap import count_weights
 
 
 def test_rescaling_puts_the_scale_on_minus_one_to_one():

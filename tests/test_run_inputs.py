@@ -19,12 +19,11 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from db_snapshot import snapshot
 from fixtures_isolated import run_isolated
 from fixtures_labels import write_label_dataset
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_ingest_fuzz import BLANK_CHARACTERS, error_line
 
 blank_names = st.text(alphabet=st.sampled_from(BLANK_CHARACTERS), max_size=5)

@@ -7,18 +7,19 @@ import sys
 
 import pandas as pd
 import pytest
-
-from audit_core import store
-from audit_core.errors import InputError
-from audit_core.taxonomy import DEFAULT_TAXONOMY, load_taxonomy
 from db_snapshot import snapshot
 from fixtures_labels import WEAK, write_label_dataset
 from fixtures_recording import Scripted, assert_resumed, killed_mid_run, slowed_env
-from runners import label_protocol, run_labeler
-from runners.backends.simulated_labeler import simulated_labeler
-from runners.label_recorder import load_label_scope, plan_labels, record_labeler
 from test_runners_hf import tiny_models  # noqa: F401  (fixture)
 from test_runners_openai import server  # noqa: F401  (fixture)
+
+from audit_core import store
+from audit_core.attributes.taxonomy import DEFAULT_TAXONOMY, load_taxonomy
+from audit_core.errors import InputError
+from runners import run_labeler
+from runners.backends.simulated_labeler import simulated_labeler
+from runners.labels import label_protocol
+from runners.labels.label_recorder import load_label_scope, plan_labels, record_labeler
 
 CONDITIONS = ("default", "no_label_list", "no_unspecified")
 

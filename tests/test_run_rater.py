@@ -9,18 +9,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from db_snapshot import snapshot
+from fixtures_pools import make_pool_set
+from fixtures_recording import Scripted, assert_resumed, killed_mid_run, slowed_env
+from test_runners_hf import tiny_models  # noqa: F401  (fixture)
+from test_runners_openai import server  # noqa: F401  (fixture)
 
 from audit_core import store
 from audit_core.errors import InputError
 from audit_core.ingest.pools import write_dataset
-from db_snapshot import snapshot
-from fixtures_recording import Scripted, assert_resumed, killed_mid_run, slowed_env
-from fixtures_pools import make_pool_set
-from runners import rating_protocol, run_rater
+from runners import run_rater
 from runners.backends.simulated_rater import simulated_rater
-from runners.rating_recorder import load_rating_scope, plan_ratings, pool_consensus, record_rater
-from test_runners_hf import tiny_models  # noqa: F401  (fixture)
-from test_runners_openai import server  # noqa: F401  (fixture)
+from runners.rating import rating_protocol
+from runners.rating.rating_recorder import load_rating_scope, plan_ratings, pool_consensus, record_rater
 
 OUTCOME = "rubric"  # votes on the rubric's 1-5 scale, declared as their own outcome
 

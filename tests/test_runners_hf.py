@@ -8,12 +8,13 @@ Their output is junk, so every call must be a parse failure with its raw text ke
 
 
 import pytest
-
-from audit_core import store
 from fixtures_pools import write_tiny_dataset
 from fixtures_vlms import build_qwen3_vl, build_smolvlm
-from runners import recorder, run_judge
+
+from audit_core import store
+from runners import run_judge
 from runners.backends.hf import HFSelector
+from runners.recording import recorder
 
 
 @pytest.fixture(scope="module")

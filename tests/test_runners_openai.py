@@ -13,14 +13,15 @@ from pathlib import Path
 import jsonschema
 import pandas as pd
 import pytest
+from fixtures_pools import write_tiny_dataset
 from PIL import Image
 
 from audit_core import store
-from fixtures_pools import write_tiny_dataset
-from runners import recorder, run_rater
+from runners import run_rater
 from runners.backends.openai_compat import STORED_TEXT_CHARS, EndpointError, EndpointTimeout, OpenAISelector
-from runners.rating_protocol import DEFAULT_CONDITIONS, DEFAULT_INSTRUCTION, load_rubric, select_conditions
-from runners.rating_recorder import load_rating_scope, plan_ratings
+from runners.rating.rating_protocol import DEFAULT_CONDITIONS, DEFAULT_INSTRUCTION, load_rubric, select_conditions
+from runners.rating.rating_recorder import load_rating_scope, plan_ratings
+from runners.recording import recorder
 from runners.run_judge import build_parser, main, make_backend, run_selector
 
 

@@ -6,15 +6,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures_pools import write_tiny_dataset
+from fixtures_recording import ROOT, Scripted, killed_mid_run, slowed_env
 
 from audit_core import store
 from audit_core.errors import InputError
-from fixtures_recording import ROOT, Scripted, killed_mid_run, slowed_env
-from fixtures_pools import write_tiny_dataset
-from runners import protocol, recorder, run_judge
+from runners import run_judge
 from runners.backends.simulated import simulated_scorer, simulated_selector
+from runners.recording import recorder
 from runners.run_judge import run_selector
 from runners.score import run_scorer
+from runners.selection import protocol
+
 
 @pytest.fixture
 def db(tmp_path):

@@ -6,14 +6,14 @@ import sys
 import time
 
 import pytest
+from fixtures_pools import write_tiny_dataset
+from fixtures_recording import ROOT, slowed_env
+from test_runners_recorder import calls_of
 
 from audit_core import store
 from audit_core.errors import DatabaseHeld
-from fixtures_pools import write_tiny_dataset
-from fixtures_recording import ROOT, slowed_env
 from runners import run_judge
-from runners.database import DatabaseBusy, DatabaseFile
-from test_runners_recorder import calls_of
+from runners.recording.database import DatabaseBusy, DatabaseFile
 
 N_CALLS = 120  # 40 prompts, 3 orders
 

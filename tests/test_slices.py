@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_core import slices
-from audit_core.analysis import audit
-from audit_core.audit_data import AuditData, load_audit_data
 from audit_core.errors import InputError
-from audit_core.policies import policy_picks
-from audit_core.position import range_tertiles
+from audit_core.selection import slices
+from audit_core.selection.analysis import audit_selection
+from audit_core.selection.audit_data import SelectionData, load_selection_data
+from audit_core.selection.policies import policy_picks
+from audit_core.selection.position import range_tertiles
 from runners import analyze
 from tests.app_fixtures import build_app_db, open_app
 from tests.fixtures_audit import make_data, random_data
@@ -23,7 +23,7 @@ RESAMPLES = 200
 
 
 @pytest.fixture(scope="module")
-def data() -> AuditData:
+def data() -> SelectionData:
     base = random_data(n=48, seed=11)
     rng = np.random.default_rng(2)
     variance = np.where(base.mask & (rng.random(base.mask.shape) < 0.8), rng.choice([0.0, 1 / 16, 1 / 9, 0.25], base.mask.shape),
@@ -33,11 +33,11 @@ def data() -> AuditData:
 
 
 @pytest.fixture(scope="module")
-def result(data: AuditData):
-    return audit(data, resamples=RESAMPLES, seed=3, by=["split"])
+def result(data: SelectionData):
+    return audit_selection(data, resamples=RESAMPLES, seed=3, by=["split"])
 
 
-def labels(data: AuditData, name: str) -> np.ndarray:
+def labels(data: SelectionData, name: str) -> np.ndarray:
     """Each prompt's value in slice `name`, recomputed from the definitions."""
     h = data.utility
     if name == "all":
@@ -65,7 +65,7 @@ def test_columns_are_the_contract_and_every_slice_is_there(result) -> None:
     assert result.to_summary()["slices"]["split"] == {"dev": 12, "main": 36}
 
 
-def test_every_value_matches_a_loop_over_its_prompts(data: AuditData, result) -> None:
+def test_every_value_matches_a_loop_over_its_prompts(data: SelectionData, result) -> None:
     table = result.slices.set_index(["slice", "value", "policy"])
     h, stereotype = data.utility, data.outcomes["stereotype"]
     picks = policy_picks(data)
@@ -93,7 +93,7 @@ def test_every_value_matches_a_loop_over_its_prompts(data: AuditData, result) ->
                     assert row[stat] == pytest.approx(v.mean(), abs=1e-12), (name, value, policy, stat)
 
 
-def test_intervals_resample_the_policys_prompts_within_the_value_at_fixed_n(data: AuditData, result) -> None:
+def test_intervals_resample_the_policys_prompts_within_the_value_at_fixed_n(data: SelectionData, result) -> None:
     table = result.slices.set_index(["slice", "value", "policy"])
     pick = policy_picks(data)["a majority"]
     h = data.utility
@@ -112,7 +112,7 @@ def test_a_value_the_policy_never_acts_on_has_zero_coverage_not_zero_risk() -> N
     h = np.array([[0.1, 0.5, 0.9], [0.2, 0.4, 0.6], [0.3, 0.3, 0.8], [0.0, 1.0, 0.5]])
     picks = {"j": np.array([[2], [0], [-1], [-1]])}  # country y: no valid pick at all
     data = make_data(h, picks, countries=["x", "x", "y", "y"], extra={"stereotype": np.zeros((4, 3))})
-    rows = audit(data, resamples=50).slices.set_index(["slice", "value", "policy"])
+    rows = audit_selection(data, resamples=50).slices.set_index(["slice", "value", "policy"])
     empty = rows.loc[("country", "y", "j")]
     assert empty["n"] == 0 and empty["coverage"] == 0.0
     for column in ("regret", "regret_lo", "regret_hi", "gain", "gain_lo", "bmr", "best", "random_regret",
@@ -143,21 +143,21 @@ def test_best_and_range_labels() -> None:
 
 
 def test_without_votes_the_consensus_slice_is_left_out_and_said_so() -> None:
-    result = audit(random_data(n=20, seed=1), resamples=0)
+    result = audit_selection(random_data(n=20, seed=1), resamples=0)
     assert "consensus" not in set(result.slices["slice"])
     assert any("consensus slice left out" in note for note in result.notes)
 
 
 def test_an_unknown_slice_column_is_named() -> None:
     with pytest.raises(InputError, match="'colour' is not a prompt attribute"):
-        audit(random_data(n=10, seed=1), resamples=0, by=["colour"])
+        audit_selection(random_data(n=10, seed=1), resamples=0, by=["colour"])
 
 
 def test_votes_load_as_their_population_variance(tmp_path) -> None:
     db = build_app_db(tmp_path / "app.duckdb", tmp_path / "img", images=False)
     con = duckdb.connect(str(db), read_only=True)
     try:
-        data = load_audit_data(con, "tiny")
+        data = load_selection_data(con, "tiny")
         votes = con.execute("SELECT candidate_id, value FROM votes WHERE outcome = 'alignment'").df()
     finally:
         con.close()

@@ -1,12 +1,12 @@
-"""The study's index draws from one shared stream (`audit_core.study_draws`) are numpy's, draw for draw."""
+"""The study's index draws from one shared stream (`audit_core.stats.study_draws`) are numpy's, draw for draw."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit_core import study_draws
-from audit_core.study_draws import StudyDraws, stream_prefix
+from audit_core.stats import study_draws
+from audit_core.stats.study_draws import StudyDraws, stream_prefix
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_core.timing import GATE_COST_COLUMNS, TIMING_COLUMNS, gate_cost, is_not_json, timing_table
+from audit_core.selection.timing import GATE_COST_COLUMNS, TIMING_COLUMNS, gate_cost, is_not_json, timing_table
 from tests.test_position_detail import judgeacts  # noqa: F401  (the shared JudgeActs fixture)
 
 STRICT = '{"choice": "A", "ranking": ["A", "B"]}'

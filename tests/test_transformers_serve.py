@@ -27,12 +27,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from fixtures_pools import write_tiny_dataset
 
 from audit_core import store
 from benchmarks.local_server import free_port
-from fixtures_pools import write_tiny_dataset
-from runners import recorder
 from runners.backends.openai_compat import OpenAISelector
+from runners.recording import recorder
 
 transformers_utils = pytest.importorskip("transformers.utils.import_utils", reason="needs transformers")
 pytestmark = pytest.mark.skipif(

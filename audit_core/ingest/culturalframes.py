@@ -50,11 +50,11 @@ from types import TracebackType
 
 import pandas as pd
 
-from audit_core import input_files
+from audit_core import user_text
 from audit_core.errors import InputError
-from audit_core.ingest import images, sources, values
-from audit_core.ingest.values import shown
+from audit_core.ingest import images, input_files, sources, values
 from audit_core.ingest.pools import PoolSet
+from audit_core.user_text import shown
 
 ANNOTATIONS_FILE = "culturalframes_human_annotations.json"
 SHARDS_GLOB = "data/*.parquet"
@@ -186,7 +186,7 @@ def read_annotations(path: Path) -> dict[str, ImageRecord]:
         text = {k: _text(obj, k, where, required=k != "category") for k in ("id", "prompt", "country", "category", "model_name")}
         model, rid = values.name(text["model_name"], "model_name", where), values.name(text["id"], "id", where)
         image_id = rid if rid.endswith(f"_{model}") else f"{rid}_{model}"
-        if values.blank(image_id[: -len(model) - 1]):
+        if user_text.blank(image_id[: -len(model) - 1]):
             raise InputError(f"id {shown(rid)} names no prompt before {shown('_' + model)}", field="id", **where)
         if image_id in records:
             raise InputError(

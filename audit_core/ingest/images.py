@@ -16,9 +16,9 @@ from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
 
-from audit_core import input_files
 from audit_core.errors import InputError
-from audit_core.ingest.values import shown
+from audit_core.ingest import input_files
+from audit_core.user_text import shown
 
 
 def confined_path(text: str, folder: Path, field: str, where: dict) -> Path:

@@ -29,13 +29,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from audit_core import input_files
 from audit_core.errors import InputError
-from audit_core.ingest import culturalframes, images, values
-from audit_core.ingest.values import excerpt, shown
+from audit_core.ingest import culturalframes, images, input_files, values
 from audit_core.ingest.pools import ImportedRun, ImportedScores, PoolSet
 from audit_core.ingest.sources import json_document, json_lines
-from audit_core.orders import slot_labels
+from audit_core.selection.orders import slot_labels
+from audit_core.user_text import excerpt, shown
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 

@@ -14,10 +14,10 @@ import duckdb
 import pandas as pd
 
 from audit_core import store
+from audit_core.attributes.taxonomy import Taxonomy
 from audit_core.errors import InputError
 from audit_core.ingest.pools import _claim_judge, _record_import_run, _stamped, file_sha256
-from audit_core.ingest.values import shown
-from audit_core.taxonomy import Taxonomy
+from audit_core.user_text import shown
 
 CALL_KEY = ("candidate_id", "condition")
 ANSWER_COLUMNS = ("candidate_id", "condition", "attribute", "status", "label", "answer", "rationale")

@@ -28,13 +28,14 @@ import duckdb
 import pandas as pd
 
 from audit_core import store
-from audit_core import input_files
+from audit_core.attributes.taxonomy import Taxonomy
 from audit_core.errors import InputError
-from audit_core.ingest.values import excerpt, name, shown
-from audit_core.orders import slot_labels
-from audit_core.records import DatasetRecord, RunRecord, TaxonomyRecord, utc_now
-from audit_core.schema import CALL_STATUSES, OUTCOME_SCALES, RATING_STATUSES
-from audit_core.taxonomy import Taxonomy
+from audit_core.ingest import input_files
+from audit_core.ingest.values import name
+from audit_core.selection.orders import slot_labels
+from audit_core.store.records import DatasetRecord, RunRecord, TaxonomyRecord, utc_now
+from audit_core.store.schema import CALL_STATUSES, OUTCOME_SCALES, RATING_STATUSES
+from audit_core.user_text import excerpt, shown
 
 MIN_POOL_SIZE = 2
 CHOSEN_STATUSES = ("ok", "recovered")

@@ -8,7 +8,7 @@ the last) and JSON nested too deeply to read.
 
 Undecodable bytes are decoded as lone surrogates (Python's surrogateescape), so
 the parsers still see the structure and `text_problem` can point at the field
-holding them. Every file is opened through `audit_core.input_files`: a regular
+holding them. Every file is opened through `audit_core.ingest.input_files`: a regular
 file of bounded size, or refused.
 """
 
@@ -22,9 +22,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from audit_core import input_files
 from audit_core.errors import InputError
-from audit_core.ingest.values import excerpt
+from audit_core.ingest import input_files
+from audit_core.user_text import excerpt
 
 BOM = "\ufeff"
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -45,10 +45,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from audit_core import input_files
+from audit_core import user_text
+from audit_core.attributes.taxonomy import Attribute, Taxonomy
 from audit_core.errors import InputError
-from audit_core.ingest import images, judgeacts, sources, values
-from audit_core.ingest.values import excerpt, shown
+from audit_core.ingest import images, input_files, judgeacts, sources, values
+from audit_core.ingest.labelers import ImportedLabeler
 from audit_core.ingest.pools import (
     CHOSEN_STATUSES,
     ImportedRatings,
@@ -57,10 +58,9 @@ from audit_core.ingest.pools import (
     PoolSet,
     with_votes,
 )
-from audit_core.ingest.labelers import ImportedLabeler
-from audit_core.orders import slot_labels
-from audit_core.schema import CALL_STATUSES, INTEGER_MAX, OUTCOME_SCALES
-from audit_core.taxonomy import Attribute, Taxonomy
+from audit_core.selection.orders import slot_labels
+from audit_core.store.schema import CALL_STATUSES, INTEGER_MAX, OUTCOME_SCALES
+from audit_core.user_text import excerpt, shown
 
 LIST_SEPARATOR = "|"
 DEFAULT_POOL = "all"
@@ -205,7 +205,7 @@ class _Row:
         value = self.cells[column]
         if isinstance(value, str):
             value = value.split(LIST_SEPARATOR)
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and not values.blank(v) for v in value):
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and not user_text.blank(v) for v in value):
             self.fail(column, f"expected a list of ids (or 'a{LIST_SEPARATOR}b{LIST_SEPARATOR}c'), got {shown(value)}")
         return [v.strip() for v in value]
 

@@ -6,55 +6,21 @@ raises InputError naming file, line and field. Numbers written as text follow
 one ASCII syntax, `[+-]digits[.digits][e[+-]digits]`: Python's float() also
 takes `1_0`, non-ASCII digits, 'nan' and 'inf', which no table means.
 
-Names and ids (dataset, judge, scorer, rater, pool, condition, annotator,
-outcome, prompt and candidate ids) are never blank: a name is blank when it has
-no visible character, every character being whitespace (`str.isspace`: spaces,
-tabs, line breaks, no-break and ideographic spaces), a format character
-(Unicode category Cf: zero-width spaces and joiners, the byte-order mark,
-direction marks) or a control character (Cc). Such a name would show as nothing
-in the app and the reports, and two of them could not be told apart.
-
-Error messages quote a user's value through `shown` (or `excerpt` for text
-that is not a single value), at most EXCERPT_CHARS characters of it followed by
-how many more there were, so a huge field cannot flood a message.
+Names are checked with `audit_core.user_text.blank`; messages quote values through
+`audit_core.user_text.shown` and `excerpt`.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 
 from audit_core.errors import InputError
-from audit_core.schema import INTEGER_MAX
+from audit_core.store.schema import INTEGER_MAX
+from audit_core.user_text import BLANK, blank, shown
 
 NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-EXCERPT_CHARS = 80
-BLANK = "a name cannot be blank"
-_INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc"})
-
-
-def excerpt(text: str) -> str:
-    """`text` when it has at most EXCERPT_CHARS characters, else its first EXCERPT_CHARS and
-    "… (N more characters)"."""
-    if len(text) <= EXCERPT_CHARS:
-        return text
-    return f"{text[:EXCERPT_CHARS]}… ({len(text) - EXCERPT_CHARS:,} more characters)"
-
-
-def shown(value: object) -> str:
-    """repr(value) for a message, a long one cut as `excerpt` cuts text (a long string is cut
-    before its repr is made, so quoting a 500 MB field costs no more than quoting a short one)."""
-    if isinstance(value, str) and len(value) > EXCERPT_CHARS:
-        return f"{value[:EXCERPT_CHARS]!r}… ({len(value) - EXCERPT_CHARS:,} more characters)"
-    return excerpt(repr(value))
-
-
-def blank(text: str) -> bool:
-    """Whether `text` has no visible character (module docstring): empty, or only whitespace,
-    format and control characters."""
-    return all(ch.isspace() or unicodedata.category(ch) in _INVISIBLE_CATEGORIES for ch in text)
 
 
 def name(value: object, field: str, where: Mapping | None = None) -> str:

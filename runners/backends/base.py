@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from runners.protocol import JudgeRequest
+from runners.selection.protocol import JudgeRequest
 
 
 class BackendFailure(RuntimeError):

@@ -5,7 +5,7 @@ evaluation preprocessing; each image is scored alone, in batches, so the score
 cannot depend on the order of a pool. Ties between candidates are left to the
 audit, which breaks them by canonical order.
 
-`zero_shot_classifier` is the zero-shot label task's half (runners/clip_labels.py):
+`zero_shot_classifier` is the zero-shot label task's half (runners/labels/clip_labels.py):
 the cosine of each image, alone, with every templated label prompt.
 """
 

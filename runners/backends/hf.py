@@ -32,7 +32,7 @@ from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from runners.backends.images import load_fitted
 from runners.backends.torch_device import preferred_dtype, resolve_device
-from runners.protocol import JudgeRequest
+from runners.selection.protocol import JudgeRequest
 
 FINGERPRINT_BYTES = 1 << 20  # leading bytes of each weight file hashed for a local model's fingerprint
 

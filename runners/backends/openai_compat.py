@@ -43,7 +43,7 @@ import urllib.parse
 
 from runners.backends.base import BackendFailure
 from runners.backends.images import load_fitted
-from runners.protocol import JudgeRequest
+from runners.selection.protocol import JudgeRequest
 
 STORED_TEXT_CHARS = 64 * 1024  # a contract answer is a few dozen characters; more is kept only as evidence
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024

@@ -1,0 +1,462 @@
+"""The selection audit: every policy's measures with prompt-level bootstrap intervals.
+
+`audit_selection(data)` evaluates random, the oracle and every policy of the naming contract
+(`audit_core.selection.policies`). Each policy is described per prompt by its choice (the
+pick of a deterministic policy; for random the uniform distribution over the
+pool, for the oracle the uniform distribution over the tied best images); every
+measure is the mean over the prompts the policy acts on, and random is always
+matched on exactly those prompts.
+
+Intervals (95% percentile, `audit_core.stats.bootstrap`), as the published study makes them:
+
+- a policy's mean (and its gain, regret against the ungated judge or cultural delta: per-prompt
+  differences on the prompts it acts on) resamples those prompts at fixed n, its acted-on
+  count; a group's figures (country, slice) resample the policy's prompts within the group;
+- the worst-group regret resamples within each represented country (stratified) and takes
+  the worst country mean in every resample;
+- a gate's kept minus rejected side (`gain_vs_rejected`, `regret_vs_rejected`: the sides act
+  on different prompts) resamples all prompts jointly, so both sides move together;
+- a deterministic policy's below-mean rate gets a Wilson interval (random's, an average of
+  fractions, is bootstrapped). A prompt's orders and judges travel together in every scheme.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from audit_core.selection import gates, groups, metrics, position, slices
+from audit_core.selection.audit_data import SelectionData
+from audit_core.selection.composition import composition_table
+from audit_core.selection.cultural import cultural_table
+from audit_core.selection.policies import PolicySpec, policy_specs
+from audit_core.selection.timing import timing_table
+from audit_core.stats import bootstrap
+from audit_core.store.schema import ERROR_OUTCOMES
+
+LEVEL = 0.95
+BONFERRONI_LEVEL = 1 - (1 - LEVEL) / len(ERROR_OUTCOMES)
+SIDE_OUTCOMES = ("image_quality", "overall")
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """A policy as evaluated: its contract fields and its choice — (P,) picks for a
+    deterministic policy, a (P, M) distribution for random and the oracle."""
+
+    name: str
+    kind: str
+    base_judge: str | None
+    choice: np.ndarray
+    threshold: int | None = None
+    orders: int | None = None
+    partner: str | None = None
+    report: bool = True  # False for internal comparisons (ungated judge on a gate's prompts)
+
+
+@dataclass
+class SelectionAudit:
+    """All tables of the selection audit (see each frame's columns) and how intervals were made."""
+
+    dataset_id: str
+    resamples: int
+    seed: int
+    policies: pd.DataFrame
+    judges: pd.DataFrame
+    positions: pd.DataFrame
+    generators: pd.DataFrame
+    flips_by_range: pd.DataFrame
+    groups: pd.DataFrame
+    cultural: pd.DataFrame
+    risk_coverage: pd.DataFrame
+    gates: pd.DataFrame
+    slices: pd.DataFrame
+    slice_prompts: dict[str, dict[str, int]]  # slice -> value -> prompts
+    composition: pd.DataFrame  # what the dataset is, per country and generator (`composition.composition_table`)
+    flips_by_near_ties: pd.DataFrame
+    # from the recorded calls, when `audit` is given them: generator x slot choice rates, validity and cost
+    generator_slots: pd.DataFrame | None = None
+    timing: pd.DataFrame | None = None
+    level: float = LEVEL
+    notes: list[str] = field(default_factory=list)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Table name -> frame, as written by the analyze command."""
+        return {
+            "policies": self.policies,
+            "judges": self.judges,
+            "positions": self.positions,
+            "generators": self.generators,
+            "flips_by_range": self.flips_by_range,
+            "groups": self.groups,
+            "cultural": self.cultural,
+            "risk_coverage": self.risk_coverage,
+            "gates": self.gates,
+            "slices": self.slices,
+            "composition": self.composition,
+            "flips_by_near_ties": self.flips_by_near_ties,
+            **({"generator_slots": self.generator_slots} if self.generator_slots is not None else {}),
+            **({"timing": self.timing} if self.timing is not None else {}),
+        }
+
+    def to_summary(self) -> dict:
+        """JSON-ready headline: per policy and per judge; shares are fractions in [0, 1]."""
+        policies = []
+        for row in self.policies.to_dict("records"):
+            entry = {
+                k: _json(row[k])
+                for k in (
+                    "policy", "kind", "base_judge", "n", "coverage", "utility", "regret", "gain",
+                    "bmr", "bmr_random", "bmr_delta", "best", "best_random", "random_regret",
+                    "worst_group_regret", "disparity", "countries_covered",
+                )
+            }
+            for stat in ("utility", "regret", "gain", "bmr", "bmr_delta", "best", "random_regret", "worst_group_regret"):
+                entry[f"{stat}_ci"] = [_json(row[f"{stat}_lo"]), _json(row[f"{stat}_hi"])]
+            for outcome in (*ERROR_OUTCOMES, *SIDE_OUTCOMES):
+                if f"{outcome}_delta" in row:
+                    entry[f"{outcome}_delta"] = _json(row[f"{outcome}_delta"])
+                    entry[f"{outcome}_delta_ci"] = [_json(row[f"{outcome}_delta_lo"]), _json(row[f"{outcome}_delta_hi"])]
+            policies.append(entry)
+        judges = {}
+        for row in self.judges.to_dict("records"):
+            name = row["judge"]
+            pooled = self.positions[(self.positions["judge"] == name) & self.positions["m"].isna()]
+            judges[name] = {k: _json(v) for k, v in row.items() if k != "judge"}
+            judges[name]["slot_shares"] = {s: _json(v) for s, v in zip(pooled["slot"], pooled["share"])}
+            judges[name]["slot_uniform"] = {s: _json(v) for s, v in zip(pooled["slot"], pooled["uniform"])}
+        return {
+            "dataset": self.dataset_id,
+            "resamples": self.resamples,
+            "seed": self.seed,
+            "level": self.level,
+            "policies": policies,
+            "judges": judges,
+            "gates": [{k: _json(v) for k, v in r.items()} for r in self.gates.to_dict("records")],
+            "slices": self.slice_prompts,
+            "notes": self.notes,
+        }
+
+
+def _json(value: object) -> object:
+    """Plain JSON value: NaN/NA -> None, numpy scalars -> Python."""
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return None if math.isnan(value) else float(value)
+    return value
+
+
+def evaluated_policies(data: SelectionData) -> list[Evaluated]:
+    """random, oracle, every contract policy, and for each order gate (and majority) the
+    ungated judge restricted to the prompts it keeps (internal, for the gates table)."""
+    h = data.utility
+    out = [
+        Evaluated("random", "random", None, metrics.uniform_choice(h)),
+        Evaluated("oracle", "oracle", None, metrics.oracle_choice(h)),
+    ]
+    specs: list[PolicySpec] = policy_specs(data)
+    base = {spec.base_judge: spec.pick for spec in specs if spec.kind == "judge"}
+    for spec in specs:
+        out.append(
+            Evaluated(spec.name, spec.kind, spec.base_judge, spec.pick, spec.threshold, spec.orders, spec.partner)
+        )
+        if spec.kind in ("order_gate", "majority"):  # other gates return the judge's own pick
+            ungated = np.where(spec.pick >= 0, base[spec.base_judge], -1)
+            out.append(Evaluated(f"{spec.name} ungated", "ungated", spec.base_judge, ungated, report=False))
+    return out
+
+
+def _policy_values(ev: Evaluated, s: dict[str, np.ndarray], outcomes: list[str]) -> dict[str, np.ndarray]:
+    """Per-prompt values (NaN where undefined) of every policy-level mean with a fixed-n interval."""
+    values = {stat: s[stat] for stat in ("utility", "regret", "gain", "best", "random_regret")}
+    if ev.kind in ("random", "oracle"):
+        values["bmr_boot"] = s["bmr"]  # a deterministic policy's BMR gets a Wilson interval instead
+    values["bmr_delta"] = s["bmr"] - s["bmr_random"]
+    for outcome in outcomes:
+        values[f"{outcome}_delta"] = s[f"{outcome}_delta"]
+        if outcome in ERROR_OUTCOMES:
+            values[f"{outcome}_sensitive_delta"] = np.where(s[f"{outcome}_sensitive"] > 0, s[f"{outcome}_delta"], np.nan)
+    return values
+
+
+def evaluate_policies(
+    data: SelectionData, everything: Sequence[Evaluated], parts: Sequence[slices.Partition], resamples: int, seed: int,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(policies, ungated, slices) frames of the given policies, as `audit` makes them for its own.
+
+    policies: one row per reported policy (`report`), with fixed-n intervals, worst group and,
+    for a gate whose `<name> rejected` side is among them, the kept minus rejected side;
+    ungated: regret, gain and bmr of the internal comparisons, by policy; slices: one row per
+    (slice, value, reported policy) of `parts` (as `slices.partitions` returns them, country
+    second). Every interval depends only on the policy's own values, resamples and seed, so a
+    policy gets the same numbers whichever others it is evaluated with.
+    """
+    country = parts[1]
+    pools = metrics.pool_measures(data.outcomes)
+    evaluated = [ev for ev in everything if ev.report]
+    n_prompts = data.n_prompts
+    extra_outcomes = [o for o in (*ERROR_OUTCOMES, *SIDE_OUTCOMES) if o in data.outcomes]
+
+    means = bootstrap.FixedNMeans()
+    cells: list[tuple[str, str, int]] = []  # (policy, stat, index into means)
+    sliced: list[tuple[str, dict[str, np.ndarray], list[np.ndarray]]] = []  # per policy: stats, cell indices per slice
+    strata: list[list[np.ndarray]] = []  # per policy: regret within each represented country
+    country_sums: list[tuple[np.ndarray, np.ndarray]] = []
+    points: list[dict[str, object]] = []
+    internal: list[dict[str, object]] = []
+    stats: dict[str, dict[str, np.ndarray]] = {}
+    for ev in everything:
+        s = stats[ev.name] = metrics.prompt_stats(pools, ev.choice)
+        if not ev.report:
+            internal.append({"policy": ev.name, **{k: _mean(s[k]) for k in ("regret", "gain", "bmr")}})
+            continue
+        cells += [(ev.name, stat, means.add(v, every_level=_bonferroni(stat)))
+                  for stat, v in _policy_values(ev, s, extra_outcomes).items()]
+        sliced.append((ev.name, s, [slices.register_cells(means, part, s) for part in parts]))
+        strata.append(groups.represented_strata(s["regret"], country.members))
+        country_sums.append(tuple(np.bincount(country.codes, weights=np.nan_to_num(s[k]), minlength=len(country.values))
+                                  for k in ("regret", "acted")))
+        points.append(_point_row(ev, s, n_prompts))
+    # the gate minus the ungated judge on the prompts it keeps: a per-prompt difference, fixed n
+    for ev in evaluated:
+        if f"{ev.name} ungated" in stats:
+            difference = stats[ev.name]["regret"] - stats[f"{ev.name} ungated"]["regret"]
+            cells.append((ev.name, "regret_vs_ungated", means.add(difference)))
+
+    estimate = means.means()
+    (lo, hi), (lo_b, hi_b) = means.intervals(resamples, seed, (LEVEL, BONFERRONI_LEVEL))
+    index = np.array([c[2] for c in cells], dtype=np.int64)
+    long = pd.DataFrame({"policy": [c[0] for c in cells], "stat": [c[1] for c in cells], "value": estimate[index],
+                         "lo": lo[index], "hi": hi[index], "lo_bonf": lo_b[index], "hi_bonf": hi_b[index]})
+    long = pd.concat([long, _kept_minus_rejected(evaluated, stats, resamples, seed)], ignore_index=True)
+    table = _attach_intervals(pd.DataFrame(points), long)
+
+    worst, disparity, covered = groups.worst_group(*(np.stack(side) for side in zip(*country_sums)))
+    worst_lo, worst_hi = bootstrap.percentile_interval(bootstrap.stratified_max(strata, resamples, seed), LEVEL)
+    table["worst_group_regret"] = worst
+    table["worst_group_regret_lo"] = worst_lo
+    table["worst_group_regret_hi"] = worst_hi
+    table["disparity"] = disparity
+    table["countries_covered"] = covered
+
+    rows = [slices.slice_rows(part, name, s, idx, estimate, lo, hi) for name, s, indices in sliced
+            for part, idx in zip(parts, indices)]
+    slice_frame = pd.DataFrame({k: np.concatenate([r[k] for r in rows]) for k in rows[0]})
+    ungated = pd.DataFrame(internal, columns=["policy", "regret", "gain", "bmr"]).set_index("policy")
+    return table, ungated, slice_frame
+
+
+def audit_selection(
+    data: SelectionData,
+    resamples: int = 10_000,
+    seed: int = 0,
+    by: Sequence[str] = (),
+    calls: pd.DataFrame | None = None,
+) -> SelectionAudit:
+    """Run the whole selection audit on one dataset (DESIGN §4).
+
+    resamples: prompt-level bootstrap resamples (0 skips intervals); seed: recorded
+    with the result, the same seed gives the same intervals; by: prompt attributes
+    (columns of the prompts table) to slice by besides the built-in slices
+    (InputError naming an unknown one); calls: the selector calls as `store.load_calls`
+    returns them, for the tables that need each call's slot order and seconds
+    (generator_slots, timing; None without them).
+    """
+    parts, slice_notes = slices.partitions(data, by)
+    table, ungated, slice_frame = evaluate_policies(data, evaluated_policies(data), parts, resamples, seed)
+    extra_outcomes = [o for o in (*ERROR_OUTCOMES, *SIDE_OUTCOMES) if o in data.outcomes]
+    judges, positions, generators, flips, near_ties = _judge_tables(data, resamples, seed)
+    return SelectionAudit(
+        dataset_id=data.dataset_id,
+        resamples=resamples,
+        seed=seed,
+        policies=table,
+        judges=judges,
+        positions=positions,
+        generators=generators,
+        flips_by_range=flips,
+        groups=_group_table(slice_frame[slice_frame["slice"] == "country"]),
+        cultural=cultural_table(table, extra_outcomes),
+        risk_coverage=_risk_coverage(table),
+        gates=gates.gate_table(table, ungated),
+        slices=slice_frame[slices.SLICE_COLUMNS].reset_index(drop=True),
+        slice_prompts={part.name: dict(zip(part.values, part.sizes.tolist())) for part in parts},
+        composition=composition_table(data),
+        flips_by_near_ties=near_ties,
+        generator_slots=None if calls is None else _concat(
+            [position.generator_slot_table(data, j, calls) for j in data.judges], position.GENERATOR_SLOT_COLUMNS),
+        timing=None if calls is None else timing_table(calls),
+        notes=[
+            "random and oracle are exact expectations (oracle: uniform over tied best images)",
+            "bmr_lo/bmr_hi: Wilson for deterministic policies, bootstrap for random and oracle",
+            "a policy's means: bootstrap over the prompts it acts on at fixed n; a group's (country, slice)"
+            " within the group; worst group: stratified within each represented country, max per resample",
+            "gain_vs_rejected / regret_vs_rejected (a gate's kept minus rejected side): all prompts resampled jointly",
+            *slice_notes,
+        ],
+    )
+
+
+def _kept_minus_rejected(evaluated: list[Evaluated], stats: dict[str, dict[str, np.ndarray]], resamples: int,
+                         seed: int) -> pd.DataFrame:
+    """Long rows (policy, stat, value, lo, hi) of each gate's kept minus rejected gain and regret.
+
+    The two sides act on different prompts, so all prompts are resampled jointly and each
+    side's mean is a ratio of weighted sums over its prompts in the same resample.
+    """
+    names = {ev.name for ev in evaluated}
+    pairs = [ev.name for ev in evaluated if ev.kind in gates.GATE_KINDS and f"{ev.name} rejected" in names]
+    columns = []
+    for name in pairs:
+        for side in (name, f"{name} rejected"):
+            s = stats[side]
+            columns += [s["acted"], np.nan_to_num(s["gain"]), np.nan_to_num(s["regret"])]
+    if not pairs:
+        nothing = np.zeros(0)
+        return pd.DataFrame({"policy": [], "stat": [], "value": nothing, "lo": nothing, "hi": nothing})
+    x = np.column_stack(columns)
+    value = _side_differences(x.sum(axis=0, keepdims=True), len(pairs))[0]
+    lo = hi = np.full(len(value), np.nan)
+    if resamples > 0:
+        sums = bootstrap.resampled_sums(x, resamples, seed).totals
+        lo, hi = bootstrap.percentile_interval(_side_differences(sums, len(pairs)), LEVEL)
+    return pd.DataFrame({"policy": np.repeat(pairs, 2), "stat": ["gain_vs_rejected", "regret_vs_rejected"] * len(pairs),
+                         "value": value, "lo": lo, "hi": hi})
+
+
+def _bonferroni(stat: str) -> bool:
+    """Whether `stat` is a cultural-error delta, which also gets a Bonferroni interval."""
+    return stat.split("_delta")[0].replace("_sensitive", "") in ERROR_OUTCOMES
+
+
+def _side_differences(sums: np.ndarray, pairs: int) -> np.ndarray:
+    """(B, 2·pairs) kept minus rejected (gain, regret) per pair from (B, 6·pairs) sums laid out
+    per pair as kept (acted, gain, regret), rejected (acted, gain, regret)."""
+    sums = sums.reshape(len(sums), pairs, 2, 3)
+    side = bootstrap.ratio(sums[..., 1:], sums[..., :1])
+    return (side[:, :, 0] - side[:, :, 1]).reshape(len(sums), -1)
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(np.nanmean(values)) if (~np.isnan(values)).any() else float("nan")
+
+
+def _point_row(ev: Evaluated, s: dict[str, np.ndarray], n_prompts: int) -> dict[str, object]:
+    """Point estimates that need no resampling: counts, random's matched values,
+    Wilson interval of the below-mean rate, the sensitivity variants."""
+    n = int(s["acted"].sum())
+    row: dict[str, object] = {
+        "policy": ev.name,
+        "base_judge": ev.base_judge,
+        "kind": ev.kind,
+        "threshold": ev.threshold,
+        "orders": ev.orders,
+        "partner": ev.partner,
+        "n": n,
+        "coverage": n / n_prompts if n_prompts else float("nan"),
+        "bmr": _mean(s["bmr"]),
+        "random_utility": _mean(np.where(s["acted"] > 0, s["utility"] - s["gain"], np.nan)),
+        "oracle_utility": _mean(s["utility"] + s["regret"]),
+        "bmr_random": _mean(s["bmr_random"]),
+        "best_random": _mean(s["best_random"]),
+        "regret_median": float(np.nanmedian(s["regret"])) if n else float("nan"),
+        "bmr05": _mean(s["bmr05"]),
+        "bmr05_random": _mean(s["bmr05_random"]),
+        "near_best": _mean(s["near_best"]),
+        "near_best_random": _mean(s["near_best_random"]),
+    }
+    if "overall_regret" in s:
+        row["overall_regret"] = _mean(s["overall_regret"])
+        row["overall_gain"] = _mean(s["overall_delta"])
+    deterministic = ev.kind not in ("random", "oracle")
+    wilson = metrics.wilson_interval(float(np.nansum(s["bmr"])), n) if deterministic else (np.nan, np.nan)
+    row["bmr_wilson_lo"], row["bmr_wilson_hi"] = wilson
+    for outcome in ERROR_OUTCOMES + SIDE_OUTCOMES:
+        if outcome in s:
+            rated = ~np.isnan(s[f"{outcome}_delta"])
+            row[f"{outcome}_n"] = int(rated.sum())
+            row[f"{outcome}_chosen"] = _mean(s[outcome])
+            row[f"{outcome}_random"] = _mean(np.where(rated, s[f"{outcome}_random"], np.nan))
+            if outcome in ERROR_OUTCOMES:
+                sens = rated & (s[f"{outcome}_sensitive"] > 0)
+                row[f"{outcome}_sensitive_n"] = int(sens.sum())
+                row[f"{outcome}_sensitive_chosen"] = _mean(np.where(sens, s[outcome], np.nan))
+                row[f"{outcome}_sensitive_random"] = _mean(np.where(sens, s[f"{outcome}_random"], np.nan))
+    return row
+
+
+def _attach_intervals(table: pd.DataFrame, ratio_frame: pd.DataFrame) -> pd.DataFrame:
+    """Widen (policy, stat) estimates into stat, stat_lo, stat_hi (and Bonferroni for errors)."""
+    wide = {}
+    for stat, part in ratio_frame.groupby("stat", sort=False):
+        part = part.set_index("policy")
+        wide[stat] = part["value"]
+        wide[f"{stat}_lo"] = part["lo"]
+        wide[f"{stat}_hi"] = part["hi"]
+        if _bonferroni(stat):
+            wide[f"{stat}_lo_bonf"] = part["lo_bonf"]
+            wide[f"{stat}_hi_bonf"] = part["hi_bonf"]
+    frame = table.join(pd.DataFrame(wide), on="policy")
+    deterministic = ~frame["kind"].isin(["random", "oracle"])
+    frame["bmr_lo"] = frame["bmr_wilson_lo"].where(deterministic, frame["bmr_boot_lo"])
+    frame["bmr_hi"] = frame["bmr_wilson_hi"].where(deterministic, frame["bmr_boot_hi"])
+    frame = frame.drop(columns=["bmr_wilson_lo", "bmr_wilson_hi", "bmr_boot", "bmr_boot_lo", "bmr_boot_hi"])
+    lead = ["policy", "base_judge", "kind", "threshold", "orders", "partner", "n", "coverage",
+            "utility", "utility_lo", "utility_hi", "regret", "regret_lo", "regret_hi",
+            "gain", "gain_lo", "gain_hi", "bmr", "bmr_lo", "bmr_hi", "bmr_random",
+            "bmr_delta", "bmr_delta_lo", "bmr_delta_hi", "best", "best_lo", "best_hi", "best_random",
+            "random_utility", "random_regret", "random_regret_lo", "random_regret_hi", "oracle_utility"]
+    return frame[lead + [c for c in frame.columns if c not in lead]]
+
+
+def _group_table(country: pd.DataFrame) -> pd.DataFrame:
+    """One row per (policy, country) from the country slice: prompts, n, coverage, regret and
+    gain with their within-country intervals, bmr and bmr_random.
+
+    A country where the policy acts on nothing has n = 0, coverage 0 and NaN risk.
+    """
+    columns = ["policy", "country", "prompts", "n", "coverage", "regret", "regret_lo", "regret_hi",
+               "gain", "gain_lo", "gain_hi", "bmr", "bmr_random"]
+    return country.rename(columns={"value": "country"})[columns].reset_index(drop=True)
+
+
+def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    """The frames stacked, or an empty frame with `columns` when there are none."""
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
+def _judge_tables(data: SelectionData, resamples: int, seed: int) -> tuple[pd.DataFrame, ...]:
+    """judges, positions, generators, flips_by_range and flips_by_near_ties frames (empty with
+    their columns when the dataset has no selector judge); group intervals with the audit's
+    resamples and seed."""
+    judges = data.judges
+    return (
+        pd.DataFrame([position.judge_summary(data, j, resamples, seed) for j in judges], columns=position.JUDGE_COLUMNS),
+        _concat([position.slot_table(data, j) for j in judges], position.SLOT_COLUMNS),
+        _concat([position.generator_table(data, j, resamples, seed) for j in judges], position.GENERATOR_COLUMNS),
+        _concat([position.flip_by_range(data, j, resamples, seed) for j in judges], position.FLIP_COLUMNS),
+        _concat([position.flip_by_near_ties(data, j, resamples, seed) for j in judges], position.NEAR_TIE_COLUMNS),
+    )
+
+
+def _risk_coverage(policies: pd.DataFrame) -> pd.DataFrame:
+    """Coverage vs selective regret for every agreement threshold, next to matched random.
+
+    Per judge: threshold 0 = the ungated order-0 pick, 1 = majority, k ≥ 2 = agree>=k/K;
+    cross-judge and scorer agreement gates are added with their kind.
+    """
+    part = policies[policies["kind"].isin(["judge", "majority", "order_gate", "judge_gate", "scorer_gate"])].copy()
+    part["judge"] = part["base_judge"]
+    part.loc[part["kind"] == "judge", "threshold"] = 0
+    part["tau"] = part["threshold"] / part["orders"]
+    part.loc[part["kind"] == "judge", "tau"] = 0.0
+    keep = ["judge", "policy", "kind", "threshold", "tau", "n", "coverage", "regret", "regret_lo", "regret_hi",
+            "random_regret", "gain", "gain_lo", "gain_hi", "bmr", "bmr_random"]
+    return part[keep].reset_index(drop=True)
