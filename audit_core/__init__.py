@@ -1,0 +1,53 @@
+"""Judge Audit's computing layer: VLM judges audited against held-out human references.
+
+Every judge kind has the same three entry points, a loader, an audit and its typed result
+(with `tables()`, the frames `runners.analyze` writes, and `to_summary()`, its JSON):
+
+=================  ===================  ==================  ==============
+kind               loader               audit               result
+=================  ===================  ==================  ==============
+selectors          load_selection_data  audit_selection     SelectionAudit
+raters             load_rating_data     audit_rating        RatingAudit
+attribute judges   load_attribute_data  audit_attributes    AttributeAudit
+=================  ===================  ==================  ==============
+
+A loader reads one dataset from a store opened with `store.connect(path, read_only=True)`
+(a database made by `runners.ingest` or `runners.demo`)::
+
+    from audit_core import audit_selection, load_selection_data, store
+
+    con = store.connect("data/demo.duckdb", read_only=True)
+    result = audit_selection(load_selection_data(con, "demo"), resamples=1_000, seed=0)
+    result.policies  # one row per policy: regret, gain over random, below-mean rate, ...
+
+Subpackages, one place per concept: `selection`, `rating` and `attributes` (one per judge
+kind; none imports another), `stats` (bootstrap schemes and draws, shared by every kind),
+`store` (DuckDB schema and store, audit cache, what is kept beside a database) and `ingest`
+(every importer and the table contract's validation); `errors` and `user_text` are leaves
+every layer may use. audit_core imports neither streamlit nor torch nor `runners`.
+"""
+
+from audit_core import store
+from audit_core.attributes.attribute_audit import AttributeAudit, AttributeData, audit_attributes, load_attribute_data
+from audit_core.errors import DatabaseFileError, InputError
+from audit_core.rating.rating_audit import RatingAudit, RatingData, audit_rating, load_rating_data
+from audit_core.selection.analysis import SelectionAudit, audit_selection
+from audit_core.selection.audit_data import SelectionData, load_selection_data
+
+__all__ = [
+    "AttributeAudit",
+    "AttributeData",
+    "DatabaseFileError",
+    "InputError",
+    "RatingAudit",
+    "RatingData",
+    "SelectionAudit",
+    "SelectionData",
+    "audit_attributes",
+    "audit_rating",
+    "audit_selection",
+    "load_attribute_data",
+    "load_rating_data",
+    "load_selection_data",
+    "store",
+]
