@@ -25,13 +25,21 @@ import pandas as pd
 import streamlit as st
 
 from app_ui import allowed
-from audit_core import store
+from audit_core import (
+    RatingAudit,
+    RatingData,
+    SelectionAudit,
+    SelectionData,
+    audit_rating,
+    audit_selection,
+    load_rating_data,
+    load_selection_data,
+    store,
+)
 from audit_core.errors import DatabaseFileError, DatabaseHeld
-from audit_core.rating.rating_audit import RatingAudit, RatingData, audit_rating, consensus_pools, load_rating_data
+from audit_core.rating.rating_audit import consensus_pools
 from audit_core.report import visible
 from audit_core.selection import browse
-from audit_core.selection.analysis import SelectionAudit, audit_selection
-from audit_core.selection.audit_data import SelectionData, load_selection_data
 from audit_core.selection.outcomes import prompt_outcomes
 from audit_core.selection.policies import policy_picks
 from audit_core.store import audit_cache

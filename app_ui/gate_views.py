@@ -17,9 +17,9 @@ import streamlit as st
 
 from app_ui import context, draw, glance
 from app_ui.context import Selection
+from audit_core import SelectionData
 from audit_core.errors import InputError
 from audit_core.selection import gate_compose as gc
-from audit_core.selection.audit_data import SelectionData
 from audit_core.selection.gates import PAIRED
 from findings.colours import KIND_SYMBOLS, RANDOM, SIDE_COLOURS
 

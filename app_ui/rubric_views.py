@@ -14,8 +14,7 @@ import streamlit as st
 
 from app_ui import context, draw, glance
 from app_ui.context import Selection
-from audit_core import store
-from audit_core.rating.rating_audit import RatingData
+from audit_core import RatingData, store
 from audit_core.rating.rubric_vs_scorer import RubricVsScorer, rubric_vs_scorer
 
 NO_SCORER = ("No content scorer is recorded on this dataset, so the rubric has nothing to stand beside. Record "

@@ -19,9 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from audit_core import store
-from audit_core.selection.analysis import audit_selection
-from audit_core.selection.audit_data import load_selection_data
+from audit_core import audit_selection, load_selection_data, store
 
 
 def peak_rss_mb() -> float:

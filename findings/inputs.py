@@ -7,11 +7,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from audit_core.attributes.attribute_audit import AttributeAudit, AttributeData
-from audit_core.rating.rating_audit import RatingAudit, RatingData
+from audit_core import AttributeAudit, AttributeData, RatingAudit, RatingData, SelectionAudit, SelectionData
 from audit_core.rating.rubric_vs_scorer import RubricVsScorer
-from audit_core.selection.analysis import SelectionAudit
-from audit_core.selection.audit_data import SelectionData
 from findings.colours import name_colours
 
 

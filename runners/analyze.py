@@ -35,12 +35,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from audit_core.attributes.attribute_audit import AttributeAudit
+from audit_core import AttributeAudit, RatingAudit, SelectionAudit
 from audit_core.errors import DatabaseFileError, InputError
-from audit_core.rating.rating_audit import RatingAudit
 from audit_core.rating.rubric_vs_scorer import RubricVsScorer
 from audit_core.report import escape_markdown, findings_markdown, source_note
-from audit_core.selection.analysis import SelectionAudit
 from audit_core.store import audit_cache
 from findings.output_folder import OutputFolder, check_out
 from runners.audits import run_audits

@@ -16,12 +16,23 @@ from pathlib import Path
 
 import pandas as pd
 
-from audit_core import store
-from audit_core.attributes.attribute_audit import AttributeAudit, AttributeData, audit_attributes, load_attribute_data
-from audit_core.rating.rating_audit import RatingAudit, RatingData, audit_rating, consensus_pools, load_rating_data
+from audit_core import (
+    AttributeAudit,
+    AttributeData,
+    RatingAudit,
+    RatingData,
+    SelectionAudit,
+    SelectionData,
+    audit_attributes,
+    audit_rating,
+    audit_selection,
+    load_attribute_data,
+    load_rating_data,
+    load_selection_data,
+    store,
+)
+from audit_core.rating.rating_audit import consensus_pools
 from audit_core.rating.rubric_vs_scorer import RubricVsScorer, rubric_vs_scorer
-from audit_core.selection.analysis import SelectionAudit, audit_selection
-from audit_core.selection.audit_data import SelectionData, load_selection_data
 from audit_core.selection.browse import load_image_paths
 from audit_core.store import audit_cache
 
