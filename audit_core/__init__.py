@@ -20,6 +20,10 @@ A loader reads one dataset from a store opened with `store.connect(path, read_on
     result = audit_selection(load_selection_data(con, "demo"), resamples=1_000, seed=0)
     result.policies  # one row per policy: regret, gain over random, below-mean rate, ...
 
+Or audit pandas DataFrames shaped like the table contract, validated as `runners.ingest table`
+validates files, with no database file of yours: `store_from_frames(pools, dataset="mine",
+decisions={"judge": frame})` returns an in-memory store the loaders read.
+
 Subpackages, one place per concept: `selection`, `rating` and `attributes` (one per judge
 kind; none imports another), `stats` (bootstrap schemes and draws, shared by every kind),
 `store` (DuckDB schema and store, audit cache, what is kept beside a database) and `ingest`
@@ -30,6 +34,7 @@ every layer may use. audit_core imports neither streamlit nor torch nor `runners
 from audit_core import store
 from audit_core.attributes.attribute_audit import AttributeAudit, AttributeData, audit_attributes, load_attribute_data
 from audit_core.errors import DatabaseFileError, InputError
+from audit_core.ingest.frames import store_from_frames
 from audit_core.rating.rating_audit import RatingAudit, RatingData, audit_rating, load_rating_data
 from audit_core.selection.analysis import SelectionAudit, audit_selection
 from audit_core.selection.audit_data import SelectionData, load_selection_data
@@ -50,4 +55,5 @@ __all__ = [
     "load_rating_data",
     "load_selection_data",
     "store",
+    "store_from_frames",
 ]

@@ -215,18 +215,20 @@ def read_pools_table(
     dataset_id: str,
     scales: Mapping[str, tuple[float, float]] | None = None,
     votes: str | Path | None = None,
+    images_dir: str | Path | None = None,
 ) -> PoolSet:
     """Parse a long pools/ratings table, and optionally a votes table, into a PoolSet (no database access).
 
     Prompt-level columns must agree across a prompt's rows and candidate-level
     columns (item attributes `item_<attribute>` too) across a candidate's rows;
-    (candidate_id, pool) is unique. An image_path is relative to the table's
-    folder, stays inside it and names an image that decodes. `scales` declares
+    (candidate_id, pool) is unique. An image_path is relative to `images_dir`
+    (default: the table's folder), stays inside it and names an image that decodes. `scales` declares
     outcomes beyond the built-in ones, each with its [lo, hi] (see
     `declared_scale`). With `votes`, each (candidate, outcome, pool) that has
     votes but no rating in the pools table gets their mean (see `pools.with_votes`).
     """
     path = Path(path)
+    base = Path(images_dir) if images_dir is not None else path.parent
     scales = dict(scales or {})
     outcomes = (*OUTCOME_SCALES, *scales)
     allowed = POOL_COLUMNS | set(scales)
@@ -253,7 +255,7 @@ def read_pools_table(
             "line": line,
             "prompt_id": pid,
             "source_model": row.text("source_model"),
-            "image_path": _image_path(row, path.parent),
+            "image_path": _image_path(row, base),
             **{c: _attribute(row, c) for c in attribute_columns},
         }
         _agree(row, prompts, pid, prompt, PROMPT_COLUMNS, f"prompt {shown(pid)}")
