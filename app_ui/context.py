@@ -43,10 +43,10 @@ from audit_core.selection import browse
 from audit_core.selection.outcomes import prompt_outcomes
 from audit_core.selection.policies import policy_picks
 from audit_core.store import audit_cache
+from audit_core.store.schema import DEFAULT_POOL
 from audit_core.user_text import excerpt
 
 DEMO_COMMAND = "python -m runners.demo --db data/demo.duckdb"
-DEFAULT_POOL = "all"  # the reference pool whose consensus is the selection audit's utility unless one is chosen
 RESAMPLE_CHOICES: tuple[int, ...] = (1_000, 2_000, 10_000)
 LARGE_DATASET = 20_000  # prompts; above this the default resample count drops to keep the first load short
 _SEEN = "_url_seen"

@@ -8,6 +8,7 @@ from importlib import metadata
 
 import pandas as pd
 
+from audit_core.store.schema import DEFAULT_POOL
 from findings.blocks import Paragraph, Section, Table
 from findings.inputs import ReportInput
 
@@ -37,7 +38,7 @@ def opening(report: ReportInput) -> Section:
         data = report.data
         parts.append(f"{data.n_prompts:,} prompts with {int(data.mask.sum()):,} candidate images; selector judges: "
                      f"{', '.join(data.judges) or 'none'}; content scorers: {', '.join(data.scorers) or 'none'}"
-                     + (f"; utility from reference pool {report.pool}" if report.pool != "all" else ""))
+                     + (f"; utility from reference pool {report.pool}" if report.pool != DEFAULT_POOL else ""))
     if report.rating_data is not None:
         rd = report.rating_data
         parts.append(f"{len(rd.candidates):,} rated items; rating judges × conditions: "

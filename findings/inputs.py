@@ -9,6 +9,7 @@ import pandas as pd
 
 from audit_core import AttributeAudit, AttributeData, RatingAudit, RatingData, SelectionAudit, SelectionData
 from audit_core.rating.rubric_vs_scorer import RubricVsScorer
+from audit_core.store.schema import DEFAULT_POOL
 from findings.colours import name_colours
 
 
@@ -39,7 +40,7 @@ class ReportInput:
     runs: pd.DataFrame = field(default_factory=pd.DataFrame)
     image: Callable[[str, str | None], str | None] = lambda candidate_id, path: None
     image_paths: dict[str, str | None] = field(default_factory=dict)
-    pool: str = "all"
+    pool: str = DEFAULT_POOL
     versions: dict[str, str] = field(default_factory=dict)
 
     @property

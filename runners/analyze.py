@@ -40,6 +40,7 @@ from audit_core.errors import DatabaseFileError, InputError
 from audit_core.rating.rubric_vs_scorer import RubricVsScorer
 from audit_core.report import escape_markdown, findings_markdown, source_note
 from audit_core.store import audit_cache
+from audit_core.store.schema import DEFAULT_POOL
 from findings.output_folder import OutputFolder, check_out
 from runners.audits import run_audits
 from runners.command import STORAGE_ERRORS, storage_failed
@@ -116,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed, recorded in summary.json (default 0)")
     parser.add_argument("--by", action="append", default=[], metavar="COLUMN",
                         help="also slice by this column of the prompts table (repeatable)")
-    parser.add_argument("--pool", default="all",
+    parser.add_argument("--pool", default=DEFAULT_POOL,
                         help="reference pool whose consensus is the selection audit's utility (default all)")
     parser.add_argument("--cache-only", action="store_true",
                         help="only compute the audits into the cache beside the database (what the app opens), "
@@ -156,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if data is not None:
         parts.append(f"{data.n_prompts} prompts, judges {', '.join(data.judges) or 'none'}, "
                      f"scorers {', '.join(data.scorers) or 'none'}; {len(result.policies)} policies"
-                     + (f", utility from pool {args.pool!r}" if args.pool != "all" else ""))
+                     + (f", utility from pool {args.pool!r}" if args.pool != DEFAULT_POOL else ""))
     else:
         parts.append("no alignment ratings, so no selection audit")
     if rating_data is not None:

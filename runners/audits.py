@@ -35,6 +35,7 @@ from audit_core.rating.rating_audit import consensus_pools
 from audit_core.rating.rubric_vs_scorer import RubricVsScorer, rubric_vs_scorer
 from audit_core.selection.browse import load_image_paths
 from audit_core.store import audit_cache
+from audit_core.store.schema import DEFAULT_POOL
 
 
 @dataclass
@@ -54,7 +55,7 @@ class Audits:
     cache_problem: str | None = None  # why the audits could not be kept in the cache; None when they are
 
 
-def run_audits(db: Path, dataset: str, resamples: int, seed: int, pool: str = "all",
+def run_audits(db: Path, dataset: str, resamples: int, seed: int, pool: str = DEFAULT_POOL,
                by: Sequence[str] = ()) -> Audits:
     """Load `dataset` from `db` and run its audits (module docstring).
 

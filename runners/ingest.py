@@ -39,8 +39,9 @@ from audit_core import user_text
 from audit_core.attributes.taxonomy import DEFAULT_TAXONOMY, load_taxonomy
 from audit_core.errors import InputError
 from audit_core.ingest import culturalframes, judgeacts, tables, values
-from audit_core.ingest.pools import DEFAULT_POOL, PoolSet, utility_pools, write_dataset
+from audit_core.ingest.pools import PoolSet, utility_pools, write_dataset
 from audit_core.store import thumbnails
+from audit_core.store.schema import DEFAULT_POOL
 from runners.command import STORAGE_ERRORS, storage_failure
 
 

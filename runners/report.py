@@ -24,6 +24,7 @@ from pathlib import Path
 
 from audit_core.errors import InputError
 from audit_core.report import source_note
+from audit_core.store.schema import DEFAULT_POOL
 from findings import document, export, images
 from findings.common import library_versions
 from findings.inputs import ReportInput
@@ -74,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path, help="directory for the report, figures and tables")
     parser.add_argument("--resamples", type=non_negative, default=10_000, help="bootstrap resamples (default 10000)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed, recorded in the report (default 0)")
-    parser.add_argument("--pool", default="all",
+    parser.add_argument("--pool", default=DEFAULT_POOL,
                         help="reference pool whose consensus is the selection audit's utility (default all)")
     parser.add_argument("--no-figures", action="store_true", help="skip the SVG/PNG export (no browser needed)")
     args = parser.parse_args(argv)

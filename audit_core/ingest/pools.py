@@ -40,7 +40,6 @@ from audit_core.user_text import excerpt, shown
 MIN_POOL_SIZE = 2
 CHOSEN_STATUSES = ("ok", "recovered")
 UTILITY = "alignment"  # the selection audit's utility h (DESIGN §4)
-DEFAULT_POOL = "all"
 RATING_KEYS = ["candidate_id", "outcome", "pool"]
 
 

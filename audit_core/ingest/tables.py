@@ -59,11 +59,10 @@ from audit_core.ingest.pools import (
     with_votes,
 )
 from audit_core.selection.orders import slot_labels
-from audit_core.store.schema import CALL_STATUSES, INTEGER_MAX, OUTCOME_SCALES
+from audit_core.store.schema import CALL_STATUSES, DEFAULT_POOL, INTEGER_MAX, OUTCOME_SCALES
 from audit_core.user_text import excerpt, shown
 
 LIST_SEPARATOR = "|"
-DEFAULT_POOL = "all"
 DEFAULT_CONDITION = "default"
 PROMPT_COLUMNS: tuple[str, ...] = ("prompt", "country", "category", "split")
 CANDIDATE_COLUMNS: tuple[str, ...] = ("prompt_id", "source_model", "image_path")

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from audit_core import store
+from audit_core.store.schema import DEFAULT_POOL
 
 NO_PICK = -1  # the call ran but returned no valid pick (parse or runtime failure)
 NO_CALL = -2  # no call recorded for this (prompt, order)
@@ -78,7 +79,7 @@ class SelectionData:
         return self.picks[judge].shape[1]
 
 
-def load_selection_data(con: duckdb.DuckDBPyConnection, dataset_id: str, pool: str = "all") -> SelectionData:
+def load_selection_data(con: duckdb.DuckDBPyConnection, dataset_id: str, pool: str = DEFAULT_POOL) -> SelectionData:
     """Read one dataset's pools, ratings (reference pool `pool`), calls and scores."""
     prompts = store.load_prompts(con, dataset_id)
     if prompts.empty:

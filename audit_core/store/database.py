@@ -37,7 +37,7 @@ from audit_core.store.records import (
     TaxonomyRecord,
     utc_now,
 )
-from audit_core.store.schema import RUN_RECORD_TABLES, SCHEMA_SQL
+from audit_core.store.schema import DEFAULT_POOL, RUN_RECORD_TABLES, SCHEMA_SQL
 
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "datasets": tuple(f.name for f in dataclasses.fields(DatasetRecord)),
@@ -380,7 +380,7 @@ def load_candidates(con: duckdb.DuckDBPyConnection, dataset_id: str) -> pd.DataF
 
 
 def load_ratings(
-    con: duckdb.DuckDBPyConnection, dataset_id: str, pool: str = "all"
+    con: duckdb.DuckDBPyConnection, dataset_id: str, pool: str = DEFAULT_POOL
 ) -> pd.DataFrame:
     """Wide ratings: one row per candidate, one column per outcome (NaN if unrated)."""
     long = con.execute(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
+from audit_core.store.schema import DEFAULT_POOL
+
 
 def utc_now() -> dt.datetime:
     """Naive UTC timestamp (DuckDB TIMESTAMP has no zone)."""
@@ -53,7 +55,7 @@ class RatingRecord:
     outcome: str
     value: float
     n: int | None = None
-    pool: str = "all"
+    pool: str = DEFAULT_POOL
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ class VoteRecord:
     outcome: str
     annotator: str
     value: float
-    pool: str = "all"
+    pool: str = DEFAULT_POOL
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,9 @@ OUTCOMES: tuple[str, ...] = (
 ERROR_OUTCOMES: tuple[str, ...] = ("stereotype", "missing_explicit", "missing_implicit")
 CALL_STATUSES: tuple[str, ...] = ("ok", "recovered", "parse_fail", "runtime_fail")
 RUN_KINDS: tuple[str, ...] = ("selector", "scorer", "rater", "labeler")
+# the reference pool a rating or vote belongs to when none is named, and whose consensus is the
+# selection audit's utility unless another pool is chosen
+DEFAULT_POOL = "all"
 
 # Scale [lo, hi] of each built-in outcome's rating values (means and votes alike):
 # error outcomes are rates of annotators flagging the error, the others mean
@@ -41,7 +44,7 @@ RUN_RECORD_TABLES: tuple[str, ...] = ("calls", "scores", "rating_calls", "label_
 LABEL_CALL_STATUSES: tuple[str, ...] = ("ok", "parse_fail", "runtime_fail")
 LABEL_ANSWER_STATUSES: tuple[str, ...] = ("ok", "abstained", "off_taxonomy", "missing")
 
-SCHEMA_SQL = """
+SCHEMA_SQL = f"""
 CREATE TABLE IF NOT EXISTS datasets (
     dataset_id      VARCHAR PRIMARY KEY,
     name            VARCHAR NOT NULL,
@@ -76,7 +79,7 @@ CREATE TABLE IF NOT EXISTS ratings (
     dataset_id   VARCHAR NOT NULL,
     candidate_id VARCHAR NOT NULL,
     outcome      VARCHAR NOT NULL,
-    pool         VARCHAR NOT NULL DEFAULT 'all',
+    pool         VARCHAR NOT NULL DEFAULT '{DEFAULT_POOL}',
     value        DOUBLE NOT NULL,
     n            INTEGER,
     PRIMARY KEY (dataset_id, candidate_id, outcome, pool)
@@ -86,7 +89,7 @@ CREATE TABLE IF NOT EXISTS votes (
     dataset_id   VARCHAR NOT NULL,
     candidate_id VARCHAR NOT NULL,
     outcome      VARCHAR NOT NULL,
-    pool         VARCHAR NOT NULL DEFAULT 'all',
+    pool         VARCHAR NOT NULL DEFAULT '{DEFAULT_POOL}',
     annotator    VARCHAR NOT NULL,
     value        DOUBLE NOT NULL,
     PRIMARY KEY (dataset_id, candidate_id, outcome, pool, annotator)
