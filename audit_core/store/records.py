@@ -1,15 +1,15 @@
 """Typed records for everything written to the store.
 
-One dataclass per row kind; field names equal the column names in
-`audit_core.store.schema`, so `dataclasses.asdict(record)` is an insertable row.
+One dataclass per kind of row written record by record (datasets, runs, calls, scores, rating
+and label calls, taxonomies, gold labels); field names equal the column names in
+`audit_core.store.schema`, so `dataclasses.asdict(record)` is an insertable row. Prompts,
+candidates, ratings and votes arrive as whole frames (`store.insert_frame`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-
-from audit_core.store.schema import DEFAULT_POOL
 
 
 def utc_now() -> dt.datetime:
@@ -26,46 +26,6 @@ class DatasetRecord:
     source_revision: str | None = None
     notes: str | None = None
     created_at: dt.datetime = field(default_factory=utc_now)
-
-
-@dataclass(frozen=True)
-class PromptRecord:
-    dataset_id: str
-    prompt_id: str
-    prompt: str
-    country: str | None = None
-    category: str | None = None
-    split: str | None = None
-
-
-@dataclass(frozen=True)
-class CandidateRecord:
-    dataset_id: str
-    prompt_id: str
-    candidate_id: str
-    canonical_index: int
-    source_model: str | None = None
-    image_path: str | None = None
-
-
-@dataclass(frozen=True)
-class RatingRecord:
-    dataset_id: str
-    candidate_id: str
-    outcome: str
-    value: float
-    n: int | None = None
-    pool: str = DEFAULT_POOL
-
-
-@dataclass(frozen=True)
-class VoteRecord:
-    dataset_id: str
-    candidate_id: str
-    outcome: str
-    annotator: str
-    value: float
-    pool: str = DEFAULT_POOL
 
 
 @dataclass(frozen=True)
