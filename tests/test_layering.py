@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
+
 MODELS = {"torch", "torchvision", "transformers", "open_clip", "ray"}
 PAGES = {"streamlit", "app_ui", "app_pages", "app"}
 # package → top-level modules it must never import
@@ -36,7 +37,7 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def modules_of(package: str) -> list[Path]:
-    return sorted((ROOT / package).rglob("*.py")) + ([ROOT / "app.py"] if package == "app_pages" else [])
+    return sorted((REPO / package).rglob("*.py")) + ([REPO / "app.py"] if package == "app_pages" else [])
 
 
 def test_imported_modules_reads_nested_and_from_imports(tmp_path):
@@ -49,5 +50,5 @@ def test_imported_modules_reads_nested_and_from_imports(tmp_path):
 def test_no_module_imports_across_its_layer(package):
     modules = modules_of(package)
     assert modules, f"{package} holds no module"
-    crossings = {str(path.relative_to(ROOT)): sorted(imported_modules(path) & FORBIDDEN[package]) for path in modules}
+    crossings = {str(path.relative_to(REPO)): sorted(imported_modules(path) & FORBIDDEN[package]) for path in modules}
     assert {path: names for path, names in crossings.items() if names} == {}

@@ -1,0 +1,31 @@
+"""Fixtures the selection tests share: the JudgeActs main split, ingested once per module."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from audit_core import store
+from audit_core.selection.audit_data import SelectionData, load_selection_data
+from runners import ingest
+from tests.support.paths import JUDGEACTS_MAIN as JUDGEACTS
+
+
+@pytest.fixture(scope="module")
+def judgeacts(tmp_path_factory) -> tuple[SelectionData, pd.DataFrame]:
+    """(SelectionData, load_calls frame) of the JudgeActs main split with Qwen and Smol."""
+    if not JUDGEACTS.is_dir():
+        pytest.skip(f"{JUDGEACTS} is not available")
+    db = tmp_path_factory.mktemp("ja") / "ja.duckdb"
+    code = ingest.main([
+        "judgeacts", "--pools", str(JUDGEACTS / "data/derived/main.jsonl"),
+        "--run", f"qwen={JUDGEACTS / 'runs/qwen_main.jsonl'}",
+        "--run", f"smol={JUDGEACTS / 'runs/smol_main.jsonl'}",
+        "--db", str(db), "--dataset", "main",
+    ])
+    assert code == 0
+    con = store.connect(db, read_only=True)
+    try:
+        return load_selection_data(con, "main"), store.load_calls(con, "main")
+    finally:
+        con.close()

@@ -1,0 +1,134 @@
+"""Output validity and timing per judge, on built call rows and on the published JudgeActs
+main split (paper/generated/appendix_validity.tex and appendix_extras_latency.tex of GitHub
+seochan99/JudgeActs; unrounded values from results/main/status.json and review_extras.json)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from audit_core.selection.timing import GATE_COST_COLUMNS, TIMING_COLUMNS, gate_cost, is_not_json, timing_table
+
+STRICT = '{"choice": "A", "ranking": ["A", "B"]}'
+
+
+def call(judge: str, prompt: str, order: int, status: str, raw: str | None, seconds: float | None,
+         note: str | None = None) -> dict[str, object]:
+    return {"judge": judge, "prompt_id": prompt, "order_index": order, "status": status,
+            "raw_output": raw, "parse_note": note, "seconds": seconds}
+
+
+@pytest.mark.parametrize(("raw", "note", "expected"), [
+    (STRICT, None, False),
+    ("```json\n" + STRICT + "\n```", "code fence removed", False),
+    ('{"image": "B"}', "one-key object 'image'", False),  # JSON, recovered
+    (" B", "bare label", True),
+    ("I would pick A.", "not a JSON object (Expecting value at char 0)", True),
+    ("", "empty output", True),
+    (None, "RuntimeError: out of memory", False),  # no text at all is a runtime failure, not "not JSON"
+    (" B", "json_valid=true, schema_valid=false, recovered=true", False),  # the recorded flag wins
+    (STRICT, "json_valid=false, schema_valid=false", True),
+])
+def test_not_json(raw, note, expected) -> None:
+    assert is_not_json(raw, note) is expected
+
+
+def test_timing_of_built_calls() -> None:
+    calls = pd.DataFrame([
+        call("b", "p1", 0, "ok", STRICT, 10.0),
+        call("b", "p1", 1, "recovered", " A", 2.0, "bare label"),
+        call("b", "p1", 2, "parse_fail", "no idea", 3.0, "not a JSON object"),
+        call("b", "p2", 0, "ok", STRICT, 4.0),
+        call("b", "p2", 1, "ok", STRICT, 4.0),
+        call("b", "p2", 2, "runtime_fail", None, 1.0, "TimeoutError"),
+        call("b", "p3", 0, "ok", STRICT, 6.0),  # order 1 missing, order 2 untimed: not a timed prompt
+        call("b", "p3", 2, "ok", STRICT, None),
+        call("a", "q1", 0, "ok", STRICT, 1.5),
+    ])
+    table = timing_table(calls)
+    assert table.columns.tolist() == TIMING_COLUMNS and table["judge"].tolist() == ["a", "b"]
+    b = table.set_index("judge").loc["b"]
+    assert b[["orders", "calls", "valid", "recovered", "failed", "not_json"]].tolist() == [3, 8, 5, 1, 2, 2]
+    assert b["valid"] + b["recovered"] + b["failed"] == b["calls"]
+    timed = [10.0, 2.0, 3.0, 4.0, 4.0, 1.0, 6.0]
+    assert b["seconds_median"] == np.median(timed) and b["seconds_mean"] == pytest.approx(np.mean(timed))
+    assert b["timed_prompts"] == 2
+    assert b["prompt_seconds_one_order"] == pytest.approx(7.0)  # (10 + 4) / 2
+    assert b["prompt_seconds_all_orders"] == pytest.approx(12.0)  # (15 + 9) / 2
+    assert b["all_over_one"] == pytest.approx(12 / 7)
+    assert b["hours_one_order"] == pytest.approx(14 / 3600) and b["hours_all_orders"] == pytest.approx(24 / 3600)
+    a = table.set_index("judge").loc["a"]
+    assert a[["orders", "calls", "valid", "timed_prompts"]].tolist() == [1, 1, 1, 1]
+    assert a["all_over_one"] == 1.0
+
+
+def test_timing_without_recorded_seconds() -> None:
+    table = timing_table(pd.DataFrame([call("a", "q1", 0, "ok", STRICT, None), call("a", "q1", 1, "ok", STRICT, None)]))
+    row = table.iloc[0]
+    assert row["calls"] == 2 and row["timed_prompts"] == 0
+    assert np.isnan(row["seconds_median"]) and np.isnan(row["all_over_one"]) and row["hours_all_orders"] == 0.0
+
+
+def test_timing_of_no_calls_has_the_columns() -> None:
+    assert timing_table(pd.DataFrame(columns=list(call("a", "q", 0, "ok", None, None)))).columns.tolist() == TIMING_COLUMNS
+
+
+# judge: calls, exact schema, recovered, failed, non-JSON (appendix_validity.tex);
+# median and mean s/call, 1-order and 3-order s/prompt, ratio, 1-order and 3-order hours (latency table)
+PUBLISHED = {
+    "qwen": ((900, 900, 0, 0, 0), ("3.5", "4.6", "5.4", "13.8", "2.57", "0.45", "1.15")),
+    "smol": ((900, 0, 886, 14, 880), ("1.0", "1.1", "1.2", "3.2", "2.80", "0.10", "0.27")),
+}
+
+
+def test_published_validity_and_timing(judgeacts) -> None:  # noqa: F811
+    _, calls = judgeacts
+    table = timing_table(calls).set_index("judge")
+    for judge, (counts, printed) in PUBLISHED.items():
+        row = table.loc[judge]
+        assert row[["calls", "valid", "recovered", "failed", "not_json"]].tolist() == list(counts)
+        assert row["orders"] == 3 and row["timed_prompts"] == 300
+        shown = [f"{row['seconds_median']:.1f}", f"{row['seconds_mean']:.1f}", f"{row['prompt_seconds_one_order']:.1f}",
+                 f"{row['prompt_seconds_all_orders']:.1f}", f"{row['all_over_one']:.2f}",
+                 f"{row['hours_one_order']:.2f}", f"{row['hours_all_orders']:.2f}"]
+        assert shown == list(printed), judge
+    # the re-typed logs keep seconds to 2 decimals: Qwen's total is 4147.30 s in status.json
+    assert table.loc["qwen", "hours_all_orders"] * 3600 == pytest.approx(4147.301174, abs=0.5)
+    # the raw text agrees with the flags JudgeActs recorded
+    smol = calls[calls["judge"] == "smol"]
+    assert sum(is_not_json(raw, None) for raw in smol["raw_output"]) == 880
+
+
+def test_gate_cost_from_built_calls() -> None:
+    # judge a: order 0 takes 2 s, orders 1 and 2 take 1 s each; judge b: two orders, order 0 takes 3 s and 1 s
+    rows = [call("a", p, k, "ok", STRICT, 2.0 if k == 0 else 1.0) for p in ("p1", "p2") for k in range(3)]
+    rows += [call("b", p, k, "ok", STRICT, s) for p, k, s in (("p1", 0, 3.0), ("p1", 1, 5.0), ("p2", 0, 1.0),
+                                                                 ("p2", 1, 3.0))]
+    timing = timing_table(pd.DataFrame(rows))
+    policies = pd.DataFrame([
+        ("a", "judge", "a", None, 1.0), ("a majority", "majority", "a", None, 1.0),
+        ("a agree>=3/3", "order_gate", "a", None, 0.4), ("a+b agree", "judge_gate", "a", "b", 0.5),
+        ("b+a agree", "judge_gate", "b", "a", 0.5), ("a+clip agree", "scorer_gate", "a", "clip", 0.3),
+        ("a agree>=3/3 rejected", "order_gate_rejected", "a", None, 0.6),
+    ], columns=["policy", "kind", "base_judge", "partner", "coverage"])
+    cost = gate_cost(timing, policies).set_index("policy")
+    assert cost.columns.tolist() == GATE_COST_COLUMNS[1:]
+    assert list(cost.index) == ["a majority", "a agree>=3/3", "a+b agree", "b+a agree", "a+clip agree"]
+    # all orders over order 0: (2 + 1 + 1) / 2 for a, the study's "K orders cost 2.6-2.8x one"
+    assert cost.loc["a agree>=3/3", ["judge_calls", "seconds_per_prompt", "over_one"]].tolist() == [3, 4.0, 2.0]
+    assert cost.loc["a majority", "over_one"] == 2.0 and cost.loc["a agree>=3/3", "coverage"] == 0.4
+    # both judges' order 0: 2 s (a) + mean(3, 1) = 2 s (b), against each base judge's own order 0
+    assert cost.loc["a+b agree", ["judge_calls", "seconds_per_prompt", "over_one"]].tolist() == [2, 4.0, 2.0]
+    assert cost.loc["b+a agree", "over_one"] == 2.0 and cost.loc["b+a agree", "seconds_per_prompt"] == 4.0
+    assert cost.loc["a+clip agree", "judge_calls"] == 1 and np.isnan(cost.loc["a+clip agree", "over_one"])
+    untimed = gate_cost(timing.assign(prompt_seconds_one_order=np.nan), policies)
+    assert untimed["over_one"].isna().all()
+
+
+def test_published_cost_of_three_orders(judgeacts) -> None:  # noqa: F811
+    _, calls = judgeacts
+    policies = pd.DataFrame([(f"{j} agree>=3/3", "order_gate", j, None, 0.5) for j in ("qwen", "smol")],
+                            columns=["policy", "kind", "base_judge", "partner", "coverage"])
+    cost = gate_cost(timing_table(calls), policies).set_index("base_judge")["over_one"]
+    assert [f"{cost[j]:.2f}" for j in ("qwen", "smol")] == ["2.57", "2.80"]  # the study: 2.6-2.8x one order
