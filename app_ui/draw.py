@@ -27,6 +27,7 @@ from app_ui.context import Selection
 from audit_core.report import escape_html, escape_markdown, visible
 from audit_core.store import thumbnails
 from findings import colours
+from findings.colours import STAR
 from findings.figures import (  # noqa: F401  (the pages call them as draw.X)
     POOL_COLOURS,
     distribution_chart,
@@ -78,7 +79,7 @@ def legend(judges: Sequence[str], colours: Mapping[str, str], marks: Mapping[str
         f"<b>{escape_html(marks[j])}</b> {escape_html(j)}</span>"
         for j in judges
     ]
-    items.append(f'<span style="color:{colours.STAR}">★</span> best-rated (ties all starred)')
+    items.append(f'<span style="color:{STAR}">★</span> best-rated (ties all starred)')
     st.html(f'<div style="font-size:0.95rem">{" ".join(items)}</div>')
 
 
@@ -187,7 +188,7 @@ def _star(draw: ImageDraw.ImageDraw, x: float, y: float, r: float) -> None:
         (x + (r if k % 2 == 0 else r / 2.5) * math.sin(k * math.pi / 5), y - (r if k % 2 == 0 else r / 2.5) * math.cos(k * math.pi / 5))
         for k in range(10)
     ]
-    draw.polygon(points, fill=colours.STAR, outline="#7a5c00")
+    draw.polygon(points, fill=STAR, outline="#7a5c00")
 
 
 def framed(

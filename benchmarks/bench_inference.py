@@ -6,7 +6,7 @@
 
 ID is a transformers model id or folder (e.g. Qwen/Qwen3-VL-4B-Instruct on a
 GPU), or `tiny-qwen3-vl` / `tiny-smolvlm`: a randomly initialised 1-layer
-model built from its config (tests/fixtures_vlms.py), for this CPU machine.
+model built from its config (tests/support/vlms.py), for this CPU machine.
 Each batch size records one fresh judge over the same requests into a
 temporary copy of the database (generated pools of 3-4 small images, or a
 copy of DB's dataset), then prints calls/s and s/call from the run's
@@ -27,22 +27,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from fixtures_pools import write_tiny_dataset  # noqa: E402
-
-from audit_core import store  # noqa: E402
-from runners.recording.engines import LocalEngine  # noqa: E402
-from runners.recording.recorder import plan_requests, record_selector  # noqa: E402
-
+from audit_core import store
+from runners.recording.engines import LocalEngine
+from runners.recording.recorder import plan_requests, record_selector
+from tests.support.pools import write_tiny_dataset
 
 def batch_sizes(text: str) -> list[int]:
     sizes = [int(part) for part in text.split(",") if part.strip()]
     if not sizes or min(sizes) < 1:
         raise argparse.ArgumentTypeError("give batch sizes of at least 1, comma-separated: 1,8,32")
     return sizes
-
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_inference", description=__doc__.split("\n\n")[0])
@@ -61,15 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dataset", default=None, help="dataset of --db")
     return parser
 
-
 def model_folder(name: str, tmp: Path) -> str:
     """The tiny model built into `tmp` for a tiny-* name; any other name as given."""
-    from fixtures_vlms import BUILDERS
+    from tests.support.vlms import BUILDERS
 
     if name in BUILDERS:
         return str(BUILDERS[name](tmp / name))
     return name
-
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
@@ -129,7 +121,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{size:>5}  {speed['calls']:>5}  {speed['wall_seconds']:>7.2f}  {speed['calls_per_second']:>7.2f}  "
                   f"{speed['wall_seconds'] / speed['calls']:>7.3f}  {same}/{len(first)}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

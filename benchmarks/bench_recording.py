@@ -22,16 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from fixtures_pools import write_tiny_dataset  # noqa: E402
-
-from audit_core import store  # noqa: E402
-from runners.recording.database import DatabaseFile  # noqa: E402
-from runners.run_judge import run_selector  # noqa: E402
-from runners.selection.protocol import JudgeRequest  # noqa: E402
-
+from audit_core import store
+from runners.recording.database import DatabaseFile
+from runners.run_judge import run_selector
+from runners.selection.protocol import JudgeRequest
+from tests.support.pools import write_tiny_dataset
 
 class NoOpBackend:
     """Answers instantly with the canonical ranking of the labels shown."""
@@ -41,7 +36,6 @@ class NoOpBackend:
 
     def model_revision(self) -> str:
         return "noop"
-
 
 def measure(target: object, args: argparse.Namespace, prefix: str) -> tuple[list[float], float, int, int]:
     """Per-call ms of `args.repeat` fresh judges, seconds of a resume with nothing left, calls and planned."""
@@ -56,7 +50,6 @@ def measure(target: object, args: argparse.Namespace, prefix: str) -> tuple[list
     run_selector(target, dataset="bench", judge=f"{prefix}-0", backend=NoOpBackend(), backend_name="noop",
                  model="noop", orders=args.orders, concurrency=args.concurrency, progress=False)
     return per_call_ms, time.perf_counter() - resume_start, summary.recorded, summary.planned
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -87,7 +80,6 @@ def main() -> int:
                   f"per call (runs: {runs}; target < 2 ms)")
             print(f"{mode}: resume with everything recorded: {resume:.2f} s for {planned} planned calls")
     return 0 if max(medians) < 2.0 else 1
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -185,7 +185,7 @@ def test_analyze_fills_the_cache_and_then_reads_it(tmp_path, monkeypatch, capsys
     def fail(*_, **__):
         raise AssertionError("audited again")
 
-    monkeypatch.setattr(audits, "audit", fail)
+    monkeypatch.setattr(audits, "audit_selection", fail)
     assert analyze.main([*args, "--out", str(tmp_path / "out")]) == 0  # unchanged dataset: from the cache
     assert report.load_report(db, DATASET, 50, 0, "all").result is not None  # the report reads the same cache
     cached = pd.read_csv(tmp_path / "out" / "policies.csv")
