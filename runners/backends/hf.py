@@ -15,7 +15,7 @@ turn is rendered as above (any number of images each), the token sequences
 are padded on the left (so every reply starts at the same position and the
 attention mask hides the padding), and each row is cut at its first
 end-of-sequence token. Greedy replies are the same as one request at a time
-(tests/test_hf_batching.py checks it on tiny Qwen3-VL and SmolVLM2 models in
+(tests/runners/backends/test_hf_batching.py checks it on tiny Qwen3-VL and SmolVLM2 models in
 float32 on CPU; bfloat16 kernels on a GPU are not guaranteed to be batch
 invariant, so `benchmarks.bench_inference` counts the replies that differ).
 """
