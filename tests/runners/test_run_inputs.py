@@ -15,15 +15,14 @@ import contextlib
 import importlib
 import io
 import json
-import os
-from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.support.isolated import run_isolated
 from tests.support.labels import write_label_dataset
-from tests.support.refusals import BLANK_CHARACTERS, error_line
+from tests.support.refusals import BLANK_CHARACTERS, error_line, make_special
 from tests.support.snapshots import snapshot
 
 blank_names = st.text(alphabet=st.sampled_from(BLANK_CHARACTERS), max_size=5)
@@ -106,18 +105,7 @@ def test_a_blank_condition_in_a_conditions_file_is_refused(module, blank, loaded
 @pytest.mark.parametrize("module, flag", sorted(FILE_CASES))
 def test_a_special_file_as_a_config_file_is_refused_at_once(module, flag, kind, linked, loaded, tmp_path):
     db, content = loaded
-    given_path = tmp_path / "input.json"
-    target = tmp_path / "target" if linked else given_path
-    if kind == "fifo":
-        os.mkfifo(target)
-    elif kind == "directory":
-        target.mkdir()
-    else:
-        target = Path(kind)
-    if linked:
-        given_path.symlink_to(target)
-    else:
-        given_path = target
+    given_path = make_special(tmp_path / "input.json", kind, linked)
     args, _ = COMMANDS[module]
     argv = ["--db", str(db), *args, *FILE_CASES[module, flag], flag, str(given_path), "--quiet"]
     if module == "runners.score":

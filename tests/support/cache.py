@@ -1,4 +1,5 @@
-"""The audit cache's entries as a test reads and forges them, and audit results compared exactly."""
+"""The audit cache's entries as a test reads and forges them, a synthetic study with its selection audit
+and cache key, and audit results compared exactly."""
 
 from __future__ import annotations
 
@@ -8,7 +9,22 @@ from pathlib import Path
 
 import pandas as pd
 
+from audit_core import SelectionAudit, audit_selection, load_selection_data, store
 from audit_core.store import audit_cache, install_key
+from benchmarks.synthetic import build_synthetic_db
+
+
+def study_with_audit(db: Path, dataset: str, n_prompts: int, resamples: int) -> tuple[Path, SelectionAudit, dict]:
+    """(`db`, built with `n_prompts` synthetic prompts as `dataset`; its selection audit as `runners.analyze`
+    computes it, seed 0; that audit's cache key)."""
+    build_synthetic_db(db, n_prompts=n_prompts, dataset_id=dataset)
+    con = store.connect(db, read_only=True)
+    try:
+        data, calls = load_selection_data(con, dataset), store.load_calls(con, dataset)
+        key = audit_cache.selection_key(audit_cache.dataset_fingerprint(con, dataset), dataset, resamples, 0, "all")
+    finally:
+        con.close()
+    return db, audit_selection(data, resamples=resamples, seed=0, calls=calls), key
 
 
 def assert_same_result(a: object, b: object) -> None:

@@ -35,14 +35,15 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from audit_core.attributes.taxonomy import DEFAULT_TAXONOMY
 from audit_core.ingest import culturalframes
 from runners import ingest
 from tests.support.isolated import run_isolated
-from tests.support.refusals import BLANK_CHARACTERS, error_line
+from tests.support.refusals import BLANK_CHARACTERS, error_line, make_special
 from tests.support.snapshots import snapshot
 
 EXAMPLES = 10  # per target; the whole file runs in well under 30 s
@@ -463,22 +464,6 @@ SPECIAL_CASES = [(name, kind, linked) for name in sorted(SPECIAL_INPUTS) for kin
                  and "image" not in name]
 
 
-def make_special(path: Path, kind: str, linked: bool) -> Path:
-    """Put a FIFO, a directory or a device at `path` (or a symlink to one beside it); returns the path to name."""
-    if kind.startswith("/dev/") and not linked:
-        return Path(kind)
-    target = path.with_name(path.name + ".target") if linked else path
-    if kind == "fifo":
-        os.mkfifo(target)
-    elif kind == "directory":
-        target.mkdir()
-    else:
-        target = Path(kind)
-    if linked:
-        path.symlink_to(target)
-    return path
-
-
 def remove_special(path: Path) -> None:
     for entry in (path, path.with_name(path.name + ".target")):
         if entry.is_dir() and not entry.is_symlink():
@@ -548,7 +533,7 @@ def test_a_header_of_100000_columns_is_refused_naming_one(repeated, world, tmp_p
     code, err = run_isolated("runners.ingest", ["table", "--pools", str(pools), "--db", str(loaded), "--dataset", "w"],
                              timeout=60)
     line = error_line(err)
-    expected = f"line 1, field 'c0': column appears twice" if repeated else "line 2, field 'c0': unknown column"
+    expected = "line 1, field 'c0': column appears twice" if repeated else "line 2, field 'c0': unknown column"
     assert code == 2 and f"{pools} {expected}" in line and len(err) < 4000, err
     assert snapshot(loaded) == loaded_content
 

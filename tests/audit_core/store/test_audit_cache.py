@@ -12,13 +12,13 @@ import pandas as pd
 import pytest
 
 from audit_core import store
-from audit_core.selection.analysis import SelectionAudit, audit_selection
+from audit_core.selection.analysis import SelectionAudit
 from audit_core.selection.audit_data import SelectionData, load_selection_data
 from audit_core.store import audit_cache
 from audit_core.store.records import utc_now
 from benchmarks.synthetic import build_synthetic_db
 from runners import analyze, audits, report
-from tests.support.cache import assert_same_result, read_manifest, sign_manifest
+from tests.support.cache import assert_same_result, read_manifest, sign_manifest, study_with_audit
 
 DATASET = "small"
 RESAMPLES = 200
@@ -26,15 +26,7 @@ RESAMPLES = 200
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> tuple[Path, SelectionAudit, dict]:
-    db = tmp_path_factory.mktemp("cache") / "study.duckdb"
-    build_synthetic_db(db, n_prompts=60, dataset_id=DATASET)
-    con = store.connect(db, read_only=True)
-    try:
-        data, calls = load_selection_data(con, DATASET), store.load_calls(con, DATASET)
-        key = audit_cache.selection_key(audit_cache.dataset_fingerprint(con, DATASET), DATASET, RESAMPLES, 0, "all")
-    finally:
-        con.close()
-    return db, audit_selection(data, resamples=RESAMPLES, seed=0, calls=calls), key
+    return study_with_audit(tmp_path_factory.mktemp("cache") / "study.duckdb", DATASET, 60, RESAMPLES)
 
 
 def _key(db: Path, dataset: str = DATASET) -> dict:

@@ -22,14 +22,11 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from audit_core import store
-from audit_core.selection.analysis import SelectionAudit, audit_selection
-from audit_core.selection.audit_data import load_selection_data
+from audit_core.selection.analysis import SelectionAudit
 from audit_core.store import audit_cache, install_key, thumbnails
-from benchmarks.synthetic import build_synthetic_db
 from runners import analyze
 from runners.audits import run_audits
-from tests.support.cache import assert_same_result, read_manifest, sign_manifest
+from tests.support.cache import assert_same_result, read_manifest, sign_manifest, study_with_audit
 
 DATASET = "small"
 RESAMPLES = 50
@@ -69,15 +66,7 @@ def finishes(action: Callable[[], object], seconds: float = 10.0) -> object:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> tuple[Path, SelectionAudit, dict]:
     """(a database, its selection audit as `runners.analyze` computes it, that audit's cache key)."""
-    db = tmp_path_factory.mktemp("trust") / "study.duckdb"
-    build_synthetic_db(db, n_prompts=30, dataset_id=DATASET)
-    con = store.connect(db, read_only=True)
-    try:
-        data, calls = load_selection_data(con, DATASET), store.load_calls(con, DATASET)
-        key = audit_cache.selection_key(audit_cache.dataset_fingerprint(con, DATASET), DATASET, RESAMPLES, 0, "all")
-    finally:
-        con.close()
-    return db, audit_selection(data, resamples=RESAMPLES, seed=0, calls=calls), key
+    return study_with_audit(tmp_path_factory.mktemp("trust") / "study.duckdb", DATASET, 30, RESAMPLES)
 
 
 def fresh_db(built, folder: Path) -> Path:
