@@ -20,8 +20,9 @@ from audit_core.report import visible
 from audit_core.selection.analysis import audit_selection
 from audit_core.selection.audit_data import load_selection_data
 from findings import colours
-from runners import demo, ingest
+from runners import demo
 from tests.support.app import build_app_db, cards, markdown_texts, open_app
+from tests.support.judgeacts import ingest_main_split
 from tests.support.paths import JUDGEACTS_MAIN as JUDGEACTS
 from tests.support.reports import render
 
@@ -215,11 +216,7 @@ def judgeacts_db(tmp_path_factory) -> str:
     if not JUDGEACTS.is_dir():
         pytest.skip(f"{JUDGEACTS} is not available")
     db = tmp_path_factory.mktemp("ja") / "ja.duckdb"
-    assert ingest.main([
-        "judgeacts", "--pools", str(JUDGEACTS / "data/derived/main.jsonl"),
-        "--run", f"qwen={JUDGEACTS / 'runs/qwen_main.jsonl'}", "--run", f"smol={JUDGEACTS / 'runs/smol_main.jsonl'}",
-        "--scores", f"clip={JUDGEACTS / 'results/main/clip_scores.json'}", "--db", str(db), "--dataset", "main",
-    ]) == 0
+    ingest_main_split(db)
     return str(db)
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from runners import demo, ingest, report
+from runners import demo, report
 from tests.support.app import build_app_db
+from tests.support.judgeacts import ingest_main_split
 from tests.support.paths import JUDGEACTS_MAIN as JUDGEACTS
 from tests.support.reports import Rendered, render
 
@@ -169,11 +170,7 @@ def test_judgeacts_main_split_report_states_summary_json(tmp_path) -> None:
     if not JUDGEACTS.is_dir():
         pytest.skip(f"{JUDGEACTS} is not available")
     db = tmp_path / "ja.duckdb"
-    assert ingest.main([
-        "judgeacts", "--pools", str(JUDGEACTS / "data/derived/main.jsonl"),
-        "--run", f"qwen={JUDGEACTS / 'runs/qwen_main.jsonl'}", "--run", f"smol={JUDGEACTS / 'runs/smol_main.jsonl'}",
-        "--scores", f"clip={JUDGEACTS / 'results/main/clip_scores.json'}", "--db", str(db), "--dataset", "main",
-    ]) == 0
+    ingest_main_split(db)
     out = tmp_path / "out"
     assert report.main(["--db", str(db), "--dataset", "main", "--out", str(out), "--resamples", RESAMPLES,
                         "--no-figures"]) == 0

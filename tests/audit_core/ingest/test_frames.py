@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from audit_core import InputError, audit_selection, load_selection_data, store, store_from_frames
 from runners import ingest
 from runners.demo import build_demo
+from tests.support.judgeacts import ingest_main_split
 from tests.support.paths import JUDGEACTS_MAIN
 
 RESAMPLES = 200
@@ -101,12 +102,7 @@ def test_frames_audit_as_the_command_line_does_on_the_demo(tmp_path):
 @pytest.mark.skipif(not JUDGEACTS_MAIN.is_dir(), reason=f"{JUDGEACTS_MAIN} is not available")
 def test_frames_audit_as_the_command_line_does_on_the_judgeacts_main_split(tmp_path):
     db = tmp_path / "ja.duckdb"
-    runs = JUDGEACTS_MAIN / "runs"
-    assert ingest.main([
-        "judgeacts", "--pools", str(JUDGEACTS_MAIN / "data/derived/main.jsonl"),
-        "--run", f"qwen={runs / 'qwen_main.jsonl'}", "--run", f"smol={runs / 'smol_main.jsonl'}",
-        "--scores", f"clip={JUDGEACTS_MAIN / 'results/main/clip_scores.json'}", "--db", str(db), "--dataset", "main",
-    ]) == 0
+    ingest_main_split(db)
     con = store.connect(db, read_only=True)
     frames = exported_frames(con, "main")
     con.close()
