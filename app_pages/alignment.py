@@ -7,7 +7,7 @@ side by side, the tilt between pools (Δ, T), the rating distribution next to th
 pools' (a positivity floor shows at once), breakdowns by item group and anchors,
 each pool's reliability, and one item with every vote, rating and raw output.
 Each rating judge is drawn in its own colour (`findings.colours`), pools in greys.
-All numbers come from `audit_core.rating.rating_audit`.
+All numbers come from `audit_core.rating.audit`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_ui import context, draw, glance, rubric_views
-from audit_core.rating.rating_audit import item_detail, rating_distribution
+from audit_core.rating.audit import item_detail, rating_distribution
 
 NO_DATA = (
     "This dataset has no rating data: no rating judge is recorded on it and no reference pool has votes on the "

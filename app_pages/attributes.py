@@ -6,7 +6,7 @@ under both abstention policies with coverage beside it, every judge (the CLIP ba
 too) side by side; a confusion matrix of one judge and attribute; abstentions and answers
 off the taxonomy per attribute under every condition (the ablations side by side); and a
 gallery of the images where a judge and the gold label disagree, each with the judge's
-rationale and raw output. All numbers come from `audit_core.attributes.attribute_audit`.
+rationale and raw output. All numbers come from `audit_core.attributes.audit`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 
 from app_ui import context, draw
 from audit_core import store
-from audit_core.attributes.attribute_audit import (
+from audit_core.attributes.audit import (
     AttributeAudit,
     AttributeData,
     audit_attributes,

@@ -5,7 +5,7 @@ figures: slot preference by judge, regret by slice (a picker: country, category,
 size, ...; kept in the URL), what each gate keeps and rejects, and every policy's gain
 over random with its interval (coverage beside every gated policy; a judge's colour and
 a policy kind's marker are the same on every page); then output validity and timing per
-judge. All numbers come from `audit_core.selection.analysis`.
+judge. All numbers come from `audit_core.selection.audit`.
 """
 
 from __future__ import annotations

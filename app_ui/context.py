@@ -37,7 +37,7 @@ from audit_core import (
     store,
 )
 from audit_core.errors import DatabaseFileError, DatabaseHeld
-from audit_core.rating.rating_audit import consensus_pools
+from audit_core.rating.audit import consensus_pools
 from audit_core.report import visible
 from audit_core.selection import browse
 from audit_core.selection.outcomes import prompt_outcomes

@@ -32,12 +32,12 @@ every layer may use. audit_core imports neither streamlit nor torch nor `runners
 """
 
 from audit_core import store
-from audit_core.attributes.attribute_audit import AttributeAudit, AttributeData, audit_attributes, load_attribute_data
+from audit_core.attributes.audit import AttributeAudit, AttributeData, audit_attributes, load_attribute_data
 from audit_core.errors import DatabaseFileError, InputError
 from audit_core.ingest.frames import store_from_frames
-from audit_core.rating.rating_audit import RatingAudit, RatingData, audit_rating, load_rating_data
-from audit_core.selection.analysis import SelectionAudit, audit_selection
-from audit_core.selection.audit_data import SelectionData, load_selection_data
+from audit_core.rating.audit import RatingAudit, RatingData, audit_rating, load_rating_data
+from audit_core.selection.audit import SelectionAudit, audit_selection
+from audit_core.selection.data import SelectionData, load_selection_data
 
 __all__ = [
     "AttributeAudit",

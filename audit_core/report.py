@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 
-from audit_core.selection.analysis import SelectionAudit
+from audit_core.selection.audit import SelectionAudit
 from audit_core.store.schema import ERROR_OUTCOMES
 
 # (pattern, what it protects): each match gets a backslash before its first character

@@ -29,8 +29,9 @@ from pathlib import Path
 
 from audit_core import store
 from runners.recording.engines import LocalEngine
-from runners.recording.recorder import plan_requests, record_selector
+from runners.selection.recorder import plan_requests, record_selector
 from tests.support.pools import write_tiny_dataset
+
 
 def batch_sizes(text: str) -> list[int]:
     sizes = [int(part) for part in text.split(",") if part.strip()]

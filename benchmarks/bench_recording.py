@@ -9,7 +9,7 @@ cost of planning, request keys, thread hand-off, parsing and committing to
 DuckDB (target: under 2 ms). Dataset planning and image checks are included.
 Two modes: `held`, one connection open throughout (the Python API), and
 `file`, the command line's path, which attaches the file per write and leaves
-it unlocked for readers in between (`runners.recording.database.DatabaseFile`).
+it unlocked for readers in between (`runners.recording.sessions.DatabaseFile`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ import time
 from pathlib import Path
 
 from audit_core import store
-from runners.recording.database import DatabaseFile
+from runners.recording.sessions import DatabaseFile
 from runners.run_judge import run_selector
 from runners.selection.protocol import JudgeRequest
 from tests.support.pools import write_tiny_dataset
+
 
 class NoOpBackend:
     """Answers instantly with the canonical ranking of the labels shown."""

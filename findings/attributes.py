@@ -1,12 +1,12 @@
 """The report's sections on attribute judges (datasets with label answers and gold labels): accuracy per
 attribute under both abstention policies with coverage, the published ablations side by side, and the
-CLIP zero-shot baseline beside the judges, all from `audit_core.attributes.attribute_audit` (DESIGN §4c)."""
+CLIP zero-shot baseline beside the judges, all from `audit_core.attributes.audit` (DESIGN §4c)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from audit_core.attributes.attribute_audit import DEFAULT_CONDITION
+from audit_core.attributes.audit import DEFAULT_CONDITION
 from audit_core.report import interval, percent
 from findings import figures
 from findings.blocks import Figure, Paragraph, Section, Table

@@ -241,7 +241,7 @@ def pool_colours(pools: Sequence[str]) -> dict[str, str]:
 
 
 def distribution_chart(dist: pd.DataFrame, names: Mapping[str, str], scale: tuple[int, int]) -> go.Figure:
-    """Grouped bars: the share of each point per judge · condition (`rating_audit.rating_distribution`
+    """Grouped bars: the share of each point per judge · condition (`audit_core.rating.audit.rating_distribution`
     rows; a judge's colour from `names`) and per pool (greys, hatched), with the bottom two points
     shaded so a positivity floor shows at a glance."""
     fig = go.Figure()

@@ -1,12 +1,12 @@
 """The report's sections on rating judges (datasets with rating runs or votes on the rubric):
 alignment per pool, tilt between pools, the rating distributions and the pools' reliability,
-all from `audit_core.rating.rating_audit`."""
+all from `audit_core.rating.audit`."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from audit_core.rating.rating_audit import rating_distribution
+from audit_core.rating.audit import rating_distribution
 from audit_core.report import interval, number, percent
 from findings import figures
 from findings.blocks import Figure, Paragraph, Section, Table

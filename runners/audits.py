@@ -31,7 +31,7 @@ from audit_core import (
     load_selection_data,
     store,
 )
-from audit_core.rating.rating_audit import consensus_pools
+from audit_core.rating.audit import consensus_pools
 from audit_core.rating.rubric_vs_scorer import RubricVsScorer, rubric_vs_scorer
 from audit_core.selection.browse import load_image_paths
 from audit_core.store import audit_cache

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from audit_core.errors import InputError
-from runners.recording.database import DatabaseBusy
+from runners.recording.sessions import DatabaseBusy
 
 if TYPE_CHECKING:  # the commands that only write files (analyze, report) need not load the recorder
     from runners.recording.recorder import RunSummary

@@ -28,10 +28,11 @@ from audit_core.ingest import values
 from runners.backends.base import SelectorBackend
 from runners.command import run_job
 from runners.recording import backend_args
-from runners.recording.database import DatabaseFile
 from runners.recording.engines import Engine
-from runners.recording.recorder import RunSummary, load_scope, plan_scope, record_selector
+from runners.recording.recorder import RunSummary
+from runners.recording.sessions import DatabaseFile
 from runners.selection.parsing import CONTRACTS
+from runners.selection.recorder import load_scope, plan_scope, record_selector
 
 run_selector = record_selector  # the public name of the recording path, for the demo and other callers
 

@@ -10,7 +10,7 @@ runners/instructions/attributes_v1.txt) that asks each attribute of the taxonomy
 runners/taxonomies/default_v1.json) with its labels and abstention option, as the named
 conditions of a conditions file show them (default runners/conditions/attributes_v1.json:
 default, no_label_list, no_unspecified; condition `default` unless --condition is given),
-and answers one JSON object with exactly the taxonomy's keys (runners/labels/label_parsing.py).
+and answers one JSON object with exactly the taxonomy's keys (runners/labels/parsing.py).
 For `simulated`, --model names a profile of runners/judges/simulated_labelers.json, which
 peeks at the dataset's gold labels (SIMULATED: a demo and test device only). Calls are
 committed as they finish and the database is released between writes; run the same command
@@ -32,7 +32,7 @@ from audit_core.attributes.taxonomy import DEFAULT_TAXONOMY, load_taxonomy
 from audit_core.errors import InputError
 from audit_core.ingest import values
 from runners.command import run_job
-from runners.labels.label_protocol import (
+from runners.labels.protocol import (
     DEFAULT_CONDITION,
     DEFAULT_CONDITIONS,
     DEFAULT_INSTRUCTION,
@@ -40,10 +40,10 @@ from runners.labels.label_protocol import (
     load_label_instruction,
     select_label_conditions,
 )
-from runners.labels.label_recorder import load_label_scope, plan_labels, record_labeler
+from runners.labels.recorder import load_label_scope, plan_labels, record_labeler
 from runners.recording import backend_args
-from runners.recording.database import DatabaseFile
 from runners.recording.recorder import RunSummary
+from runners.recording.sessions import DatabaseFile
 
 run_labeler = record_labeler  # the public name of the labeling path, for the demo and other callers
 

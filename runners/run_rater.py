@@ -27,8 +27,8 @@ import pandas as pd
 from audit_core.errors import InputError
 from audit_core.ingest import values
 from runners.command import run_job
-from runners.rating.rating_parsing import Scale
-from runners.rating.rating_protocol import (
+from runners.rating.parsing import Scale
+from runners.rating.protocol import (
     DEFAULT_CONDITION,
     DEFAULT_CONDITIONS,
     DEFAULT_INSTRUCTION,
@@ -36,10 +36,10 @@ from runners.rating.rating_protocol import (
     load_rubric,
     select_conditions,
 )
-from runners.rating.rating_recorder import load_rating_scope, plan_ratings, record_rater
+from runners.rating.recorder import load_rating_scope, plan_ratings, record_rater
 from runners.recording import backend_args
-from runners.recording.database import DatabaseFile
 from runners.recording.recorder import RunSummary
+from runners.recording.sessions import DatabaseFile
 
 run_rater = record_rater  # the public name of the rating path, for the demo and other callers
 

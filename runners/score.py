@@ -29,10 +29,11 @@ from audit_core.ingest import values
 from runners.backends.base import ScorerBackend
 from runners.command import run_job
 from runners.labels.clip_labels import DEFAULT_TEMPLATES, ZeroShotLabeler, load_label_prompts, record_clip_labels
-from runners.labels.label_recorder import check_taxonomy, load_label_scope
+from runners.labels.recorder import check_taxonomy, load_label_scope
 from runners.recording import backend_args
-from runners.recording.database import DatabaseFile
-from runners.recording.recorder import RunSummary, check_images, record_scorer, require_dataset
+from runners.recording.recorder import RunSummary, check_images, require_dataset
+from runners.recording.scorer import record_scorer
+from runners.recording.sessions import DatabaseFile
 
 BACKENDS: tuple[str, ...] = ("clip", "simulated")
 TASKS: tuple[str, ...] = ("content", "labels")

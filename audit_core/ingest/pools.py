@@ -251,10 +251,10 @@ def check_pools(pools: PoolSet, *, selector_calls: bool = True) -> None:
                          "(give an alignment rating per candidate, votes, or gold labels)", file=source)
     # votes first: a bad vote makes its derived consensus bad too, and the error should
     # name the vote's own line
-    for name, frame in (("votes", pools.votes), ("ratings", pools.ratings)):
+    for table, frame in (("votes", pools.votes), ("ratings", pools.ratings)):
         stray = ~frame["candidate_id"].isin(candidates["candidate_id"])
         if stray.any():
-            fail(f"{name} for unknown candidate {shown(frame.loc[stray, 'candidate_id'].iloc[0])}", frame, stray, "candidate_id")
+            fail(f"{table} for unknown candidate {shown(frame.loc[stray, 'candidate_id'].iloc[0])}", frame, stray, "candidate_id")
         values = pd.to_numeric(frame["value"], errors="coerce").astype(float)
         bad = ~values.map(math.isfinite).astype(bool)
         if bad.any():

@@ -15,7 +15,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from audit_core.selection.audit_data import SelectionData
+from audit_core.selection.data import SelectionData
 from audit_core.selection.orders import slot_labels
 from audit_core.store.schema import OUTCOMES
 

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from audit_core.selection import metrics
-from audit_core.selection.audit_data import SelectionData
+from audit_core.selection.data import SelectionData
 
 
 def composition_columns(sizes: list[int]) -> list[str]:

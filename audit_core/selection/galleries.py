@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from audit_core.selection import metrics
-from audit_core.selection.audit_data import SelectionData
+from audit_core.selection.data import SelectionData
 from audit_core.selection.gates import agreement_gate
 from audit_core.selection.policies import scorer_pick
 from audit_core.selection.votes import valid_picks

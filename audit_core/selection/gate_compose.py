@@ -37,8 +37,8 @@ import pandas as pd
 
 from audit_core.errors import InputError
 from audit_core.selection import metrics, slices
-from audit_core.selection.analysis import Evaluated, evaluate_policies
-from audit_core.selection.audit_data import SelectionData
+from audit_core.selection.audit import Evaluated, evaluate_policies
+from audit_core.selection.data import SelectionData
 from audit_core.selection.gates import gate_table, rejected
 from audit_core.selection.policies import scorer_pick
 from audit_core.selection.position import order_entropy
@@ -345,7 +345,7 @@ def evaluated(gate: ComposedGate, data: SelectionData) -> list[Evaluated]:
 
 
 def evaluate(gate: ComposedGate, data: SelectionData, resamples: int = 10_000, seed: int = 0) -> ComposedResult:
-    """Audit `gate` as `analysis.audit_selection` audits a standard gate, with the same resamples and seed
+    """Audit `gate` as `audit.audit_selection` audits a standard gate, with the same resamples and seed
     (so the same numbers for the same picks); InputError as `gate_picks`."""
     parts, _ = slices.partitions(data)
     policies, ungated, sliced = evaluate_policies(data, evaluated(gate, data), parts, resamples, seed)

@@ -3,7 +3,7 @@
 Inputs are (P, M) matrices of candidate values (NaN in padding or where unrated)
 and (P,) canonical picks (−1 = abstain). Outputs are (P,) arrays, NaN where the
 policy abstains or the picked value is missing; averaging over the acted-on
-prompts is the caller's business (`audit_core.selection.analysis`).
+prompts is the caller's business (`audit_core.selection.audit`).
 
 Ties: comparisons use a tolerance of 1e-12 so that equal ratings count as equal
 (a pick tied with the best counts as best; a pick equal to the mean is not below it).

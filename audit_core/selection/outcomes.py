@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from audit_core.selection import gates, metrics, policies
-from audit_core.selection.audit_data import SelectionData
+from audit_core.selection.data import SelectionData
 
 
 def _nullable(values: np.ndarray, known: np.ndarray) -> pd.array:

@@ -5,7 +5,7 @@ when it declines to act. Every policy here is deterministic given the recorded
 picks and scores. `random` (the exact expectation over the pool) and `oracle`
 (h* = max h) are not picks and are not listed by `policy_picks`: they are
 computed analytically by `audit_core.selection.metrics` and added as rows by
-`audit_core.selection.analysis`.
+`audit_core.selection.audit`.
 
 Names are a contract shared with the analyze output and the app:
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from audit_core.selection.audit_data import SelectionData
+from audit_core.selection.data import SelectionData
 from audit_core.selection.gates import agreement_gate, pair_agreement, rejected
 from audit_core.selection.votes import ABSTAIN, all_parsed, majority_vote, valid_picks
 

@@ -14,7 +14,7 @@ import pandas as pd
 from scipy.special import chdtrc
 
 from audit_core.selection import metrics
-from audit_core.selection.audit_data import SelectionData
+from audit_core.selection.data import SelectionData
 from audit_core.selection.orders import slot_labels
 from audit_core.selection.votes import all_parsed, valid_picks, vote_counts
 from audit_core.stats import bootstrap

@@ -36,7 +36,7 @@ import pandas as pd
 
 from audit_core.errors import InputError
 from audit_core.selection import metrics
-from audit_core.selection.audit_data import SelectionData
+from audit_core.selection.data import SelectionData
 from audit_core.selection.position import range_tertiles
 from audit_core.stats.bootstrap import FixedNMeans, ratio
 

@@ -133,7 +133,7 @@ def cache_key(content: str, dataset_id: str, kind: str, **params: Any) -> dict[s
 
 def selection_key(content: str, dataset_id: str, resamples: int, seed: int, pool: str,
                   by: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The key of the selection audit `analysis.audit_selection(data, resamples, seed, by, calls)` on the
+    """The key of the selection audit `audit.audit_selection(data, resamples, seed, by, calls)` on the
     reference pool `pool`, as the app and `runners.analyze` both compute it."""
     return cache_key(content, dataset_id, "selection", resamples=resamples, seed=seed, pool=pool, by=list(by))
 
@@ -144,7 +144,7 @@ def rating_key(content: str, dataset_id: str, resamples: int, seed: int) -> dict
 
 
 def data_key(content: str, dataset_id: str, pool: str) -> dict[str, Any]:
-    """The key of the loaded arrays `audit_data.load_selection_data(con, dataset_id, pool)`."""
+    """The key of the loaded arrays `data.load_selection_data(con, dataset_id, pool)`."""
     return cache_key(content, dataset_id, "data", pool=pool)
 
 

@@ -2,7 +2,7 @@
 
 Profiles live in runners/judges/simulated.json (versioned; its hash is the
 "model revision"). A simulated selector reads each image's content signal from
-its pixels (`runners.demo.demo_images.content_signal`), adds its slot prior and
+its pixels (`runners.demo.images.content_signal`), adds its slot prior and
 noise drawn from a generator seeded by the request key, and writes raw text in
 the requested contract, so the same call always returns the same text and the
 text goes through the same recorder and parser as a real judge's. The weak
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from runners.demo.demo_images import content_signal
+from runners.demo.images import content_signal
 from runners.selection.protocol import JudgeRequest
 
 PROFILE_FILE = Path(__file__).resolve().parent.parent / "judges" / "simulated.json"

@@ -21,7 +21,7 @@ import pandas as pd
 
 from audit_core.attributes.taxonomy import Attribute
 from runners.backends.simulated_profiles import profile_revision, profile_spec, seeded
-from runners.labels.label_protocol import LabelRequest
+from runners.labels.protocol import LabelRequest
 
 PROFILE_FILE = Path(__file__).resolve().parent.parent / "judges" / "simulated_labelers.json"
 ANY_ATTRIBUTE = "*"

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from runners.backends.simulated_profiles import profile_revision, profile_spec, seeded
-from runners.rating.rating_protocol import RatingRequest
+from runners.rating.protocol import RatingRequest
 
 PROFILE_FILE = Path(__file__).resolve().parent.parent / "judges" / "simulated_raters.json"
 ANY_POOL = "*"
@@ -107,7 +107,7 @@ def simulated_rater(profile: str, consensus: pd.DataFrame) -> SimulatedRater:
     """The simulated rater `profile` (floor, tilted, unsure, …) seeing `consensus`; ValueError if unknown.
 
     `consensus` has columns candidate_id, pool, consensus on the rubric's scale
-    (`runners.rating.rating_recorder.pool_consensus`).
+    (`runners.rating.recorder.pool_consensus`).
     """
     spec = profile_spec(PROFILE_FILE, "raters", "rater", profile)
     errors = spec.get("format_errors", {})

@@ -1,7 +1,7 @@
 """The SIMULATED demo datasets: `python -m runners.demo` builds all three.
 
-`build` is the command (re-exported here); `demo_datasets` what the builders share,
-`demo_images` the drawn images, `demo_ratings` and `demo_attributes` the rating and attribute demos.
+`build` is the command (re-exported here); `datasets` what the builders share,
+`images` the drawn images, `ratings` and `attributes` the rating and attribute demos.
 """
 
 from runners.demo.build import (

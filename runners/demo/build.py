@@ -10,9 +10,9 @@ number is SIMULATED. The judges are the simulated profiles of
 runners/judges/simulated.json and go through the same recording path as real
 judges. Same seed, same database content (timestamps and timings aside).
 The same database also gets the rating demo, dataset `ratings-demo`
-(`runners.demo.demo_ratings`): a simulated cross-cultural rating study with two
+(`runners.demo.ratings`): a simulated cross-cultural rating study with two
 annotator pools and simulated rating judges, and the attribute demo, dataset
-`attributes-demo` (`runners.demo.demo_attributes`): simulated people images with gold
+`attributes-demo` (`runners.demo.attributes`): simulated people images with gold
 labels and simulated attribute judges. Each dataset is rebuilt only when it is
 missing or incomplete, all with --force.
 """
@@ -33,9 +33,10 @@ from audit_core import store
 from audit_core.errors import InputError
 from audit_core.ingest.pools import PoolSet
 from runners.command import STORAGE_ERRORS, storage_failed
-from runners.demo import demo_attributes, demo_ratings
-from runners.demo.demo_datasets import demo_pool_set, read_if_built, written
-from runners.demo.demo_images import draw_image
+from runners.demo import attributes as demo_attributes
+from runners.demo import ratings as demo_ratings
+from runners.demo.datasets import demo_pool_set, read_if_built, written
+from runners.demo.images import draw_image
 
 DATASET = "demo"
 SIMULATED_NOTE = "SIMULATED demo: generated pools, ratings and judges (not real model or human data)"

@@ -8,7 +8,7 @@ filled with each label's text. For one image and attribute,
 
 so every answer has status 'ok' (no abstention, never off the taxonomy). The run is recorded
 like an attribute judge's (runs.kind 'labeler', backend 'clip', condition `CONDITION`,
-`runners.labels.label_recorder`'s tables, resume and crash safety): raw_output is the scores as JSON
+`runners.labels.recorder`'s tables, resume and crash safety): raw_output is the scores as JSON
 ({attribute: {label: score}}), each answer's rationale names its score and the runner-up's.
 Request keys hash the templates file, the method, the taxonomy, the model with its weights and
 the image, as an attribute judge's keys hash its instruction, condition, taxonomy and model.
@@ -29,9 +29,9 @@ from audit_core.attributes.taxonomy import DEFAULT_TAXONOMY, Taxonomy, load_taxo
 from audit_core.errors import InputError
 from audit_core.ingest import input_files
 from audit_core.user_text import excerpt, shown
-from runners.labels.label_parsing import FieldAnswer, missing_answers
-from runners.labels.label_protocol import LabelRequest, label_request_key
-from runners.labels.label_recorder import (
+from runners.labels.parsing import FieldAnswer, missing_answers
+from runners.labels.protocol import LabelRequest, label_request_key
+from runners.labels.recorder import (
     KIND,
     TABLE,
     LabeledCall,
@@ -42,9 +42,9 @@ from runners.labels.label_recorder import (
     taxonomy_config,
     write_label_calls,
 )
-from runners.recording.database import Database, as_database
 from runners.recording.engines import Generated
 from runners.recording.recorder import RunIdentity, RunSummary, check_images, local_engine, record_planned
+from runners.recording.sessions import Database, as_database
 
 DEFAULT_TEMPLATES = Path(__file__).resolve().parents[1] / "templates" / "clip_labels_v1.json"
 CONDITION = "default"  # the baseline has one condition; it sits beside the judges' default

@@ -1,3 +1,3 @@
-"""Rating judges: rubric instructions and requests (`rating_protocol`), the rating parser
-(`rating_parsing`) and the recorder into `rating_calls` (`rating_recorder`).
+"""Rating judges: rubric instructions and requests (`protocol`), the rating parser
+(`parsing`) and the recorder into `rating_calls` (`recorder`).
 """

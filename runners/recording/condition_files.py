@@ -1,6 +1,6 @@
 """How a judge's conditions file is read: a JSON object whose "conditions" object maps names, none
 blank, to definitions. The file is a regular file of bounded size (`audit_core.ingest.input_files`, config).
-Each protocol checks its own definitions (runners/labels/label_protocol.py, runners/rating/rating_protocol.py)."""
+Each protocol checks its own definitions (runners/labels/protocol.py, runners/rating/protocol.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """How a judge's instruction file is read: a header of `key: value` lines, a `---` line, then the
 text the judge sees, with placeholder tokens standing alone on their lines; and how that text
-becomes content parts. The file is a regular file of bounded size (`audit_core.ingest.input_files`, config). Each protocol keeps its own keys and checks (runners/labels/label_protocol.py,
-runners/rating/rating_protocol.py)."""
+becomes content parts. The file is a regular file of bounded size (`audit_core.ingest.input_files`, config). Each protocol keeps its own keys and checks (runners/labels/protocol.py,
+runners/rating/protocol.py)."""
 
 from __future__ import annotations
 

@@ -1,34 +1,29 @@
-"""The one recording path for every judge and scorer backend.
+"""The recording machinery every judge kind shares.
 
-What every judge kind shares lives here: the dataset and history checks, the
-run lifecycle (`open_run`, `run_lifecycle`), resume (`recorded_keys`,
-`requests_to_call`), batch writes (`write_records`), the crash-safe loop
-(`record_batches`) and a judge's run from planned requests to summary
-(`record_planned`). The calls themselves (one identical retry, batches) are
-an engine's (`runners.recording.engines`: this process's threads, or Ray replicas).
-A kind brings its requests, its parser and its call table (selectors below;
-raters in `runners.rating.rating_recorder`).
+The dataset and history checks, the run lifecycle (`open_run`, `run_lifecycle`), resume
+(`recorded_keys`, `requests_to_call`), batch writes (`write_records`), the crash-safe loop
+(`record_batches`) and a judge's run from planned requests to summary (`record_planned`).
+The calls themselves (one identical retry, batches) are an engine's
+(`runners.recording.engines`: this process's threads, or Ray replicas). A kind brings its
+requests, its parser and its call table: selectors in `runners.selection.recorder`, raters in
+`runners.rating.recorder`, attribute judges in `runners.labels.recorder`; scorers are
+`runners.recording.scorer`.
 
-For a selector judge: check the dataset, pools and images, refuse to mix
-request keys under one judge name, open a `runs` row, then for every
-(prompt, order) not yet recorded build the request, call the backend (one
-identical retry on a runtime exception; invalid text is never resampled),
-parse, and commit the call. Backend calls run on an engine (a bounded thread
-pool by default, in batches of `batch_size`); all writes happen on the calling
-thread, which commits whatever has finished as soon as it is free (several
-calls per commit when they finish together, a whole batch at once) and only
-then waits for more, so a SIGKILL loses only calls still in flight.
+Backend calls run on an engine (a bounded thread pool by default, in batches of
+`batch_size`); all writes happen on the calling thread, which commits whatever has finished as
+soon as it is free (several calls per commit when they finish together, a whole batch at once)
+and only then waits for more, so a SIGKILL loses only calls still in flight.
 
 Each run's `config_json` ends with "throughput": {"calls", "wall_seconds",
 "calls_per_second"} over the calls it recorded, wall time from the first
 call sent to the last commit (model loading excluded), and "execution": the
 engine's settings (`Engine.settings`).
 
-The store is reached through a `runners.recording.database.Database`: a connection the
+The store is reached through a `runners.recording.sessions.Database`: a connection the
 caller holds (nothing is released), or a file opened per unit of work
 (planning, opening the run, each batch, finishing the run) and released in
 between, so another process, such as the app, can open it read-only and
-follow progress in `calls` while the run goes on.
+follow progress in the call table while the run goes on.
 
 Resume: a call whose request key is already recorded is skipped, except a
 `runtime_fail`, which is tried again and replaces the failed record.
@@ -45,7 +40,6 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
-from pathlib import Path
 from typing import Protocol, TypeVar
 
 import duckdb
@@ -56,15 +50,10 @@ from tqdm import tqdm
 
 from audit_core import store
 from audit_core.errors import InputError
-from audit_core.ingest.pools import MIN_POOL_SIZE
-from audit_core.selection.orders import presentation_orders, slot_labels
-from audit_core.store.records import CallRecord, RunRecord, ScoreRecord
+from audit_core.store.records import RunRecord
 from audit_core.store.schema import RUN_RECORD_TABLES
-from runners.backends.base import ScorerBackend, SelectorBackend
-from runners.recording.database import Database, as_database
 from runners.recording.engines import Engine, Generated, LocalEngine
-from runners.selection.parsing import parse_output
-from runners.selection.protocol import JudgeRequest, load_instruction, request_key
+from runners.recording.sessions import Database
 
 LIBRARIES: tuple[str, ...] = (
     "duckdb", "numpy", "pandas", "pillow", "requests", "torch", "torchvision",
@@ -268,107 +257,6 @@ def open_run(
 # ------------------------------------------------------------------ selectors
 
 
-@dataclass(frozen=True)
-class Scope:
-    """What a selector run covers, as read from the store: the dataset's manifest hash, prompts and candidates."""
-
-    dataset: str
-    manifest_sha256: str
-    prompts: pd.DataFrame
-    candidates: pd.DataFrame
-
-
-def load_scope(con: duckdb.DuckDBPyConnection, *, dataset: str, limit: int | None) -> Scope:
-    """The prompts in scope (by id, first `limit`) and their candidates; InputError for an unknown dataset."""
-    row = require_dataset(con, dataset)
-    prompts = store.load_prompts(con, dataset)
-    if limit is not None:
-        prompts = prompts.head(limit)
-    candidates = store.load_candidates(con, dataset)
-    candidates = candidates[candidates["prompt_id"].isin(prompts["prompt_id"])]
-    return Scope(dataset, row["manifest_sha256"], prompts, candidates)
-
-
-def plan_requests(
-    con: duckdb.DuckDBPyConnection,
-    *,
-    dataset: str,
-    judge: str,
-    orders: int,
-    contract: str,
-    limit: int | None,
-    structured: bool = False,
-) -> tuple[list[JudgeRequest], dict[str, tuple[int, int]], str, str]:
-    """Every request in scope (prompts by id, first `limit`), image sizes, instruction and manifest hashes.
-
-    Raises InputError for an unknown dataset, a pool smaller than `orders`, or a
-    missing or unreadable image.
-    """
-    scope = load_scope(con, dataset=dataset, limit=limit)
-    return plan_scope(scope, judge=judge, orders=orders, contract=contract, structured=structured)
-
-
-def plan_scope(
-    scope: Scope, *, judge: str, orders: int, contract: str, structured: bool = False
-) -> tuple[list[JudgeRequest], dict[str, tuple[int, int]], str, str]:
-    """`plan_requests` on a scope already read (no database needed: image checks can take a while).
-
-    Raises InputError for a pool smaller than `orders` or a missing or unreadable image.
-    """
-    dataset, manifest, prompts, candidates = scope.dataset, scope.manifest_sha256, scope.prompts, scope.candidates
-    instruction = load_instruction(contract, structured)  # structured output: its own hash, so its own keys
-    if orders < 1:
-        raise InputError(f"--orders must be at least 1, got {orders}", field="--orders")
-    pools = candidates.groupby("prompt_id")["candidate_id"].apply(list).to_dict()
-    single = sorted(pid for pid, ids in pools.items() if len(ids) < MIN_POOL_SIZE)
-    if single:  # a dataset of single images, for rating or attribute judges (`audit_core.ingest.pools`)
-        raise InputError(
-            f"prompt {single[0]!r} has one candidate ({len(single)} such prompts): a selector judge needs at least "
-            f"{MIN_POOL_SIZE} to choose from; this dataset is for rating and attribute judges",
-            field="--dataset",
-        )
-    small = {pid: len(ids) for pid, ids in pools.items() if len(ids) < orders}
-    if small:
-        pid = min(small)
-        raise InputError(
-            f"prompt {pid!r} has {small[pid]} candidates, too few for {orders} distinct orders "
-            f"({len(small)} such prompts); lower --orders to at most {min(small.values())}",
-            field="--orders",
-        )
-    sizes = check_images(candidates)
-    paths = dict(zip(candidates["candidate_id"], candidates["image_path"]))
-    requests = []
-    for pid, text in zip(prompts["prompt_id"], prompts["prompt"]):
-        for order_index, slots in enumerate(presentation_orders(pools[pid], orders)):
-            labels = tuple(slot_labels(len(slots)))
-            before, after = instruction.render(text, labels)
-            requests.append(
-                JudgeRequest(
-                    request_key=request_key(
-                        dataset=dataset,
-                        judge=judge,
-                        prompt_id=pid,
-                        order_index=order_index,
-                        slot_candidate_ids=slots,
-                        instruction_sha256=instruction.sha256,
-                        manifest_sha256=manifest,
-                    ),
-                    dataset=dataset,
-                    prompt_id=pid,
-                    order_index=order_index,
-                    prompt=text,
-                    contract=contract,
-                    labels=labels,
-                    slot_candidate_ids=tuple(slots),
-                    image_paths=tuple(paths[c] for c in slots),
-                    text_before_images=before,
-                    text_after_images=after,
-                    structured=structured,
-                )
-            )
-    return requests, sizes, instruction.sha256, manifest
-
-
 def recorded_keys(con: duckdb.DuckDBPyConnection, dataset: str, judge: str, table: str = "calls") -> dict[str, str]:
     """request_key -> status of every record already in `table` (a call table) for this judge on this dataset."""
     rows = con.execute(
@@ -383,41 +271,6 @@ def requests_to_call(requests: Sequence[Req], done: Mapping[str, str]) -> tuple[
     """(requests not yet recorded or recorded as runtime_fail, keys of those runtime failures to replace)."""
     todo = [r for r in requests if done.get(r.request_key, "runtime_fail") == "runtime_fail"]
     return todo, {r.request_key for r in todo if r.request_key in done}
-
-
-def selector_record(
-    request: JudgeRequest,
-    generated: Generated,
-    *,
-    run_id: str,
-    lenient: bool,
-    input_json: str,
-) -> CallRecord:
-    """The call record of one answered request: parsed strictly (or leniently), or its runtime failure."""
-    fields = dict(
-        run_id=run_id,
-        prompt_id=request.prompt_id,
-        order_index=request.order_index,
-        slot_candidate_ids=list(request.slot_candidate_ids),
-        request_key=request.request_key,
-        attempts=generated.attempts,
-        seconds=generated.seconds,
-        input_json=input_json,
-    )
-    if generated.raw is None:
-        return CallRecord(status="runtime_fail", parse_note=generated.error, raw_output=generated.failed_output,
-                          **fields)
-    parsed = parse_output(generated.raw, request.labels, request.contract, lenient=lenient)
-    chosen = request.slot_candidate_ids[request.labels.index(parsed.choice)] if parsed.choice else None
-    return CallRecord(
-        status=parsed.status,
-        choice_label=parsed.choice,
-        chosen_candidate_id=chosen,
-        ranking=list(parsed.ranking) if parsed.ranking else None,
-        raw_output=generated.raw,
-        parse_note=parsed.note,
-        **fields,
-    )
 
 
 def arrow_schema(table: str, types: Mapping[str, pa.DataType]) -> pa.Schema:
@@ -439,17 +292,6 @@ def write_records(
         if replaced:
             con.execute(f"DELETE FROM {table} WHERE list_contains(?, request_key)", [replaced])
         store.insert_frame(con, table, batch)
-
-
-_CALL_ARROW_SCHEMA = arrow_schema("calls", {
-    "slot_candidate_ids": pa.list_(pa.string()), "ranking": pa.list_(pa.string()),
-    "order_index": pa.int32(), "attempts": pa.int32(), "seconds": pa.float64(), "created_at": pa.timestamp("us"),
-})
-
-
-def write_calls(con: duckdb.DuckDBPyConnection, calls: Sequence[CallRecord], retried: set[str]) -> None:
-    """Commit a batch of selector calls (see `write_records`)."""
-    write_records(con, "calls", calls, retried, _CALL_ARROW_SCHEMA)
 
 
 def record_batches(
@@ -479,65 +321,6 @@ def record_batches(
                 bar.update(len(batch))
                 bar.set_postfix(progress.statuses, refresh=False)
     return progress
-
-
-def record_selector(
-    db: Database | duckdb.DuckDBPyConnection | str | Path,
-    *,
-    dataset: str,
-    judge: str,
-    backend: SelectorBackend | None,
-    backend_name: str,
-    model: str,
-    orders: int = 3,
-    contract: str = "ranking",
-    lenient: bool = False,
-    structured: bool = False,
-    limit: int | None = None,
-    concurrency: int = 1,
-    batch_size: int = 1,
-    engine: Engine[JudgeRequest] | None = None,
-    progress: bool = True,
-    replace: bool = False,
-    config: dict | None = None,
-) -> RunSummary:
-    """Record a selector judge on `dataset`; see the module docstring for the guarantees.
-
-    `db` is a held connection, a path (opened per unit of work and released in
-    between) or a `Database`. Calls run on `engine`, by default this process's
-    `concurrency` threads calling `backend` in batches of `batch_size`
-    (`runners.recording.engines.LocalEngine`; backend None only with an engine).
-    `config` (e.g. the CLI flags) is stored in the run's config_json with the
-    library versions. Calls already recorded under the same request keys are
-    skipped (resume). Raises InputError before any call for an unknown
-    dataset, pools smaller than `orders`, missing or unreadable images, or a
-    judge name already used with another instruction, manifest, backend or
-    model (unless `replace`), and DatabaseBusy when another process records
-    this judge or keeps the file locked; a KeyboardInterrupt is recorded (run
-    status 'interrupted', finished calls kept) and re-raised.
-    """
-    engine = engine or local_engine(backend, concurrency=concurrency, batch_size=batch_size, name=f"judge-{judge}")
-    started = time.perf_counter()
-    db = as_database(db)
-    with db.claim(dataset, judge):
-        with db.session() as con:
-            scope = load_scope(con, dataset=dataset, limit=limit)
-        requests, sizes, instruction_sha, manifest = plan_scope(scope, judge=judge, orders=orders, contract=contract,
-                                                                structured=structured)
-        identity = RunIdentity(dataset, judge, "selector", backend_name, model, instruction_sha, manifest)
-        run_config = {
-            **(config or {}),
-            "orders": orders, "contract": contract, "lenient": lenient, "structured": structured, "limit": limit,
-            "concurrency": concurrency, "instruction_file": load_instruction(contract).file,
-        }
-
-        def build(run_id: str, request: JudgeRequest, generated: Generated) -> CallRecord:
-            shown = {"image_sizes": [list(sizes[c]) for c in request.slot_candidate_ids],
-                     "prompt_chars": len(request.prompt)}
-            return selector_record(request, generated, run_id=run_id, lenient=lenient, input_json=json.dumps(shown))
-
-        return record_planned(db, identity, requests, engine=engine, build=build, write=write_calls,
-                              config=run_config, replace=replace, progress=progress, started=started)
 
 
 def local_engine(backend: object | None, *, concurrency: int, batch_size: int, name: str) -> LocalEngine:
@@ -637,82 +420,3 @@ def run_lifecycle(db: Database, run_id: str, bar: tqdm) -> Iterator[Progress]:
                         [json.dumps(config, sort_keys=True, default=str), run_id])
 
 
-# ------------------------------------------------------------------ scorers
-
-
-def record_scorer(
-    db: Database | duckdb.DuckDBPyConnection | str | Path,
-    *,
-    dataset: str,
-    scorer: str,
-    backend: ScorerBackend,
-    backend_name: str,
-    model: str,
-    progress: bool = True,
-    replace: bool = False,
-    config: dict | None = None,
-) -> RunSummary:
-    """Score every candidate of `dataset`, one pool per backend call, committed per pool.
-
-    `db` is taken as by `record_selector`. Candidates already scored under
-    this scorer name are skipped. A pool whose scoring raises twice (one
-    identical retry) stops the run with status 'failed'; pools scored before
-    it are kept.
-    """
-    started = time.perf_counter()
-    db = as_database(db)
-    with db.claim(dataset, scorer):
-        with db.session() as con:
-            row = require_dataset(con, dataset)
-            prompts = store.load_prompts(con, dataset)
-            candidates = store.load_candidates(con, dataset)
-        check_images(candidates)
-        identity = RunIdentity(dataset, scorer, "scorer", backend_name, model, None, row["manifest_sha256"])
-        with db.session() as con:
-            check_history(con, identity, replace=replace)
-            scored = {
-                r[0]
-                for r in con.execute(
-                    "SELECT s.candidate_id FROM scores s JOIN runs r USING (run_id) "
-                    "WHERE r.dataset_id = ? AND r.judge = ?",
-                    [dataset, scorer],
-                ).fetchall()
-            }
-        text = dict(zip(prompts["prompt_id"], prompts["prompt"]))
-        pools = [(pid, group) for pid, group in candidates.groupby("prompt_id", sort=True)
-                 if not set(group["candidate_id"]) <= scored]
-        skipped = len(scored & set(candidates["candidate_id"]))
-        if not pools:
-            return RunSummary(None, dataset, scorer, "scorer", len(candidates), skipped, 0,
-                              seconds=time.perf_counter() - started)
-        revision = backend.model_revision()
-        with db.session() as con:
-            run_id = open_run(con, identity, model_revision=revision, config=dict(config or {}))
-        written = 0
-        bar = tqdm(total=len(candidates), initial=skipped, unit="image", disable=not progress,
-                   desc=scorer, dynamic_ncols=True)
-        with run_lifecycle(db, run_id, bar) as counted:
-            for pid, group in pools:
-                group = group.sort_values("canonical_index")
-                todo = group[~group["candidate_id"].isin(scored)]
-                values = _score_pool(backend, text[pid], list(todo["image_path"]), pid)
-                with db.session() as con, store.transaction(con):
-                    store.insert_records(con, "scores", [
-                        ScoreRecord(run_id, cid, float(v)) for cid, v in zip(todo["candidate_id"], values)
-                    ])
-                written += len(todo)
-                counted.statuses["scored"] = written
-                bar.update(len(todo))
-    return RunSummary(run_id, dataset, scorer, "scorer", len(candidates), skipped, written,
-                      {"scored": written}, "finished", time.perf_counter() - started,
-                      counted.throughput["calls_per_second"])
-
-
-def _score_pool(backend: ScorerBackend, prompt: str, paths: list[str], prompt_id: str) -> list[float]:
-    try:
-        values = backend.score(prompt, paths)
-    except Exception:  # one identical retry, as for selectors
-        values = backend.score(prompt, paths)
-    if len(values) != len(paths):
-        raise RuntimeError(f"scorer returned {len(values)} scores for {len(paths)} images of prompt {prompt_id!r}")
-    return list(values)

@@ -7,9 +7,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from audit_core import store
-from audit_core.rating.rating_audit import audit_rating, load_rating_data
-from audit_core.selection.analysis import audit_selection
-from audit_core.selection.audit_data import load_selection_data
+from audit_core.rating.audit import audit_rating, load_rating_data
+from audit_core.selection.audit import audit_selection
+from audit_core.selection.data import load_selection_data
 from tests.support.app import UNEXPECTED, build_app_db, cards, open_app
 from tests.support.rating_db import DATASET, HTML_ITEM, HTML_OUTPUT, build_rating_db, write_runs_on_two_scales
 

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from audit_core import store
 from audit_core.attributes.taxonomy import load_taxonomy
 from audit_core.store.records import LabelAnswerRecord, LabelCallRecord, RunRecord
-from runners.demo import demo_attributes
+from runners.demo import attributes as demo_attributes
 from tests.support.app import build_app_db, open_app
 
 pytestmark = pytest.mark.usefixtures("data_folder")  # the app may open the test databases (tests/conftest.py)

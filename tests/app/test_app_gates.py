@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from app_ui import draw
 from audit_core.selection import gate_compose as gc
-from audit_core.selection.analysis import audit_selection
+from audit_core.selection.audit import audit_selection
 from tests.support.app import build_app_db, cards, load_tiny, open_app
 
 pytestmark = pytest.mark.usefixtures("data_folder")  # the app may open the test databases (tests/conftest.py)

@@ -11,14 +11,15 @@ import re
 
 import duckdb
 import pytest
-from hypothesis import given, settings, strategies as hs
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 from streamlit.testing.v1 import AppTest
 
 from app_ui import glance
 from audit_core import store
 from audit_core.report import visible
-from audit_core.selection.analysis import audit_selection
-from audit_core.selection.audit_data import load_selection_data
+from audit_core.selection.audit import audit_selection
+from audit_core.selection.data import load_selection_data
 from findings import colours
 from runners import demo
 from tests.support.app import build_app_db, cards, markdown_texts, open_app

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from app_ui import painted
 from audit_core import store
 from audit_core.report import findings_markdown, source_note
-from audit_core.selection.analysis import audit_selection
+from audit_core.selection.audit import audit_selection
 from audit_core.selection.outcomes import prompt_outcomes
 from tests.support.app import APP, FAILED, HTML_PROMPT, UNEXPECTED, build_app_db, cards, load_tiny, open_app, pick_rule
 

@@ -13,10 +13,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app_ui import painted
-from runners.demo import demo_attributes
+from runners.demo import attributes as demo_attributes
 from tests.support.app import APP, APP_PAGES, UNEXPECTED, build_app_db
 from tests.support.paths import REPO
-from tests.support.rating_db import DATASET as RATING_DATASET, build_rating_db
+from tests.support.rating_db import DATASET as RATING_DATASET
+from tests.support.rating_db import build_rating_db
 
 pytestmark = pytest.mark.usefixtures("data_folder")  # the app may open the test databases (tests/conftest.py)
 

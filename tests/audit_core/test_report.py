@@ -9,12 +9,13 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from audit_core import store
 from audit_core.report import TABLE_KINDS, escape_markdown, findings_markdown, source_note
-from audit_core.selection.analysis import audit_selection
-from audit_core.selection.audit_data import load_selection_data
+from audit_core.selection.audit import audit_selection
+from audit_core.selection.data import load_selection_data
 from audit_core.store.schema import ERROR_OUTCOMES
 from runners import analyze
 from tests.support.app import build_app_db

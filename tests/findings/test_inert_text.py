@@ -11,7 +11,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from audit_core import store
@@ -19,7 +20,7 @@ from audit_core.report import escape_html, escape_markdown, visible
 from findings import figures
 from findings.sections import build_sections
 from runners import analyze, report
-from runners.demo import demo_attributes
+from runners.demo import attributes as demo_attributes
 from tests.support.app import APP_PAGES, build_app_db, open_app
 from tests.support.rating_db import build_rating_db
 

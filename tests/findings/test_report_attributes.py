@@ -7,12 +7,12 @@ import pandas as pd
 import pytest
 
 from audit_core import store
-from audit_core.attributes.attribute_audit import audit_attributes, load_attribute_data
+from audit_core.attributes.audit import audit_attributes, load_attribute_data
 from audit_core.report import percent
 from findings.blocks import Figure
 from findings.sections import build_sections
 from runners import report
-from runners.demo import demo_attributes
+from runners.demo import attributes as demo_attributes
 from tests.support.reports import render
 
 RESAMPLES = 50

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from runners.rating import rating_protocol
+from runners.rating import protocol as rating_protocol
 from tests.support.openai_server import scripted_server
 from tests.support.rating_runs import CONDITIONS, OUTCOME
 

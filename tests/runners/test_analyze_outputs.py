@@ -15,7 +15,8 @@ from audit_core.rating.reliability import RELIABILITY_COLUMNS
 from audit_core.selection.timing import timing_table
 from benchmarks.synthetic import build_synthetic_db
 from runners import analyze
-from runners.demo.demo_ratings import DATASET as RATING_DATASET, build_rating_demo
+from runners.demo.ratings import DATASET as RATING_DATASET
+from runners.demo.ratings import build_rating_demo
 from runners.ingest import main as ingest_main
 
 SELECTION_TABLES = ("policies", "judges", "positions", "generators", "generator_slots", "flips_by_range",

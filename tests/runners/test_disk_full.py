@@ -19,7 +19,8 @@ import duckdb
 import pytest
 
 from runners import analyze, demo, ingest
-from runners.demo import demo_attributes, demo_ratings
+from runners.demo import attributes as demo_attributes
+from runners.demo import ratings as demo_ratings
 from tests.support.app import build_app_db
 from tests.support.paths import REPO
 from tests.support.pools import write_tiny_dataset

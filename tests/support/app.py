@@ -23,7 +23,7 @@ from app_ui import painted
 from audit_core import store
 from audit_core.ingest.pools import write_pools
 from audit_core.selection import orders
-from audit_core.selection.audit_data import SelectionData, load_selection_data
+from audit_core.selection.data import SelectionData, load_selection_data
 from audit_core.store.records import CallRecord, RunRecord, ScoreRecord
 from tests.support.paths import APP, APP_PAGES
 from tests.support.pools import make_pool_set

@@ -2,7 +2,7 @@
 
 `write_tiny_dataset` writes one into a DuckDB file through the real ingest path
 (`audit_core.ingest.pools.write_dataset`: `write_pools` inside `store.transaction`). Images carry the demo's
-content signal (`runners.demo.demo_images.draw_image`), so simulated judges see a
+content signal (`runners.demo.images.draw_image`), so simulated judges see a
 quality that matches the alignment rating.
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from audit_core.ingest.pools import PoolSet, write_dataset
-from runners.demo.demo_images import draw_image
+from runners.demo.images import draw_image
 
 GENERATORS = ("SD35", "flux", "gpt-image", "imagegen3")
 

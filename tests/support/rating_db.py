@@ -21,7 +21,7 @@ from audit_core import store
 from audit_core.ingest.pools import write_dataset
 from audit_core.store.records import RatingCallRecord, RunRecord
 from runners.backends.simulated_rater import simulated_rater
-from runners.rating.rating_recorder import pool_consensus, record_rater
+from runners.rating.recorder import pool_consensus, record_rater
 from tests.support.pools import make_pool_set
 
 DATASET = "rate"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from audit_core.selection.audit_data import SelectionData
+from audit_core.selection.data import SelectionData
 
 MODELS = ("SD35", "flux", "gpt-image", "imagegen3", "kandinsky")  # up to five candidates per pool
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import confusion_matrix, f1_score
 
-from audit_core.attributes.attribute_audit import (
+from audit_core.attributes.audit import (
     ATTRIBUTE_COLUMNS,
     MISSING,
     OFF_TAXONOMY,

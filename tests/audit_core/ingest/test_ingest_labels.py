@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from audit_core import store
-from audit_core.attributes.attribute_audit import ATTRIBUTE_COLUMNS, CONFUSION_COLUMNS
+from audit_core.attributes.audit import ATTRIBUTE_COLUMNS, CONFUSION_COLUMNS
 from audit_core.attributes.taxonomy import DEFAULT_TAXONOMY
 from runners import analyze, ingest
 from tests.support.snapshots import snapshot

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from audit_core import store
-from audit_core.rating.rating_audit import load_rating_data
+from audit_core.rating.audit import load_rating_data
 from runners import ingest
 from tests.support.rating_tables import CANDIDATES, CULTURES, pool_rows, rating_rows, vote_rows
 from tests.support.snapshots import snapshot

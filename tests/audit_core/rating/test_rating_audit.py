@@ -20,7 +20,7 @@ import pytest
 
 from audit_core import store
 from audit_core.ingest.pools import write_dataset
-from audit_core.rating.rating_audit import (
+from audit_core.rating.audit import (
     RATING_COLUMNS,
     audit_rating,
     item_detail,

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from audit_core import store
-from audit_core.selection.audit_data import SelectionData, load_selection_data
+from audit_core.selection.data import SelectionData, load_selection_data
 from runners import ingest
 from tests.support.paths import JUDGEACTS_MAIN as JUDGEACTS
 

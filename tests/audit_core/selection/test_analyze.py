@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from audit_core import store
-from audit_core.selection.analysis import audit_selection
-from audit_core.selection.audit_data import SelectionData
+from audit_core.selection.audit import audit_selection
+from audit_core.selection.data import SelectionData
 from audit_core.selection.policies import policy_picks
 from benchmarks.synthetic import build_synthetic_db
 from runners import analyze
@@ -285,7 +285,7 @@ def synthetic_db(tmp_path_factory) -> str:
 
 
 def test_synthetic_dataset_loads_and_audits(synthetic_db: str) -> None:
-    from audit_core.selection.audit_data import load_selection_data
+    from audit_core.selection.data import load_selection_data
 
     con = store.connect(synthetic_db, read_only=True)
     data = load_selection_data(con, "syn")

@@ -9,12 +9,13 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from audit_core.errors import InputError
 from audit_core.selection import gate_compose as gc
-from audit_core.selection.analysis import audit_selection
-from audit_core.selection.audit_data import SelectionData, load_selection_data
+from audit_core.selection.audit import audit_selection
+from audit_core.selection.data import SelectionData, load_selection_data
 from audit_core.selection.gates import GATE_COLUMNS
 from runners.demo import build_demo
 from tests.support.selection_data import random_data

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from audit_core.selection import position
-from audit_core.selection.audit_data import SelectionData
+from audit_core.selection.data import SelectionData
 from tests.support.paths import JUDGEACTS_MAIN as JUDGEACTS
 from tests.support.selection_data import make_data
 

@@ -14,11 +14,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from audit_core.selection import gates, metrics
-from audit_core.selection.analysis import audit_selection
-from audit_core.selection.audit_data import NO_CALL, NO_PICK
+from audit_core.selection.audit import audit_selection
+from audit_core.selection.data import NO_CALL, NO_PICK
 from audit_core.selection.policies import policy_picks
 from audit_core.selection.votes import all_parsed, majority_vote
 from audit_core.stats import bootstrap

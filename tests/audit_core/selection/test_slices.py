@@ -11,8 +11,8 @@ import pytest
 
 from audit_core.errors import InputError
 from audit_core.selection import slices
-from audit_core.selection.analysis import audit_selection
-from audit_core.selection.audit_data import SelectionData, load_selection_data
+from audit_core.selection.audit import audit_selection
+from audit_core.selection.data import SelectionData, load_selection_data
 from audit_core.selection.policies import policy_picks
 from audit_core.selection.position import range_tertiles
 from runners import analyze

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from audit_core import store
-from audit_core.selection.analysis import SelectionAudit
-from audit_core.selection.audit_data import SelectionData, load_selection_data
+from audit_core.selection.audit import SelectionAudit
+from audit_core.selection.data import SelectionData, load_selection_data
 from audit_core.store import audit_cache
 from audit_core.store.records import utc_now
 from benchmarks.synthetic import build_synthetic_db

@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from audit_core.selection.analysis import SelectionAudit
+from audit_core.selection.audit import SelectionAudit
 from audit_core.store import audit_cache, install_key, thumbnails
 from runners import analyze
 from runners.audits import run_audits

@@ -100,7 +100,7 @@ def test_sqlite_file_reaches_for_no_extension(tmp_path):
     code = (
         "import sys, duckdb\n"
         "from audit_core import store\n"
-        "from runners.recording.database import DatabaseFile\n"
+        "from runners.recording.sessions import DatabaseFile\n"
         "from audit_core.errors import DatabaseFileError\n"
         "path = sys.argv[1]\n"
         "for config in (store.NO_EXTENSIONS, store.READ_ONLY_CONFIG):\n"

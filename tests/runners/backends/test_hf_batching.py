@@ -12,9 +12,9 @@ import pytest
 from audit_core import store
 from runners import run_judge
 from runners.backends.hf import HFSelector
-from runners.rating.rating_recorder import record_rater
-from runners.recording import recorder
+from runners.rating.recorder import record_rater
 from runners.recording.engines import generate_batch
+from runners.selection import recorder
 from tests.support.pools import write_tiny_dataset
 from tests.support.rating_runs import write_rating_dataset
 from tests.support.vlms import build_qwen3_vl, build_smolvlm

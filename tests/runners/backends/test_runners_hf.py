@@ -12,7 +12,7 @@ import pytest
 from audit_core import store
 from runners import run_judge
 from runners.backends.hf import HFSelector
-from runners.recording import recorder
+from runners.selection import recorder
 from tests.support.pools import write_tiny_dataset
 
 

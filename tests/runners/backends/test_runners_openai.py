@@ -15,10 +15,10 @@ from PIL import Image
 from audit_core import store
 from runners import run_rater
 from runners.backends.openai_compat import STORED_TEXT_CHARS, EndpointError, EndpointTimeout, OpenAISelector
-from runners.rating.rating_protocol import DEFAULT_CONDITIONS, DEFAULT_INSTRUCTION, load_rubric, select_conditions
-from runners.rating.rating_recorder import load_rating_scope, plan_ratings
-from runners.recording import recorder
+from runners.rating.protocol import DEFAULT_CONDITIONS, DEFAULT_INSTRUCTION, load_rubric, select_conditions
+from runners.rating.recorder import load_rating_scope, plan_ratings
 from runners.run_judge import build_parser, main, make_backend, run_selector
+from runners.selection import recorder
 from tests.support.paths import REPO
 from tests.support.pools import write_tiny_dataset
 

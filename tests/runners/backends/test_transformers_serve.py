@@ -31,7 +31,7 @@ import pytest
 from audit_core import store
 from benchmarks.local_server import free_port
 from runners.backends.openai_compat import OpenAISelector
-from runners.recording import recorder
+from runners.selection import recorder
 from tests.support.paths import REPO
 from tests.support.pools import write_tiny_dataset
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from audit_core import store
-from audit_core.selection.audit_data import load_selection_data
+from audit_core.selection.data import load_selection_data
 from runners import demo
 
 N_PROMPTS = 50  # one prompt per (country, category) cell

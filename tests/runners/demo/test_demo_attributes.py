@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 
 from audit_core import store
-from audit_core.attributes.attribute_audit import audit_attributes, load_attribute_data
+from audit_core.attributes.audit import audit_attributes, load_attribute_data
 from audit_core.attributes.taxonomy import load_taxonomy
 from runners import demo
 from runners.backends.simulated_labeler import simulated_labeler
-from runners.demo import demo_attributes
-from runners.labels.label_protocol import DEFAULT_CONDITIONS, load_label_instruction, select_label_conditions
-from runners.labels.label_recorder import load_label_scope, plan_labels, record_labeler
+from runners.demo import attributes as demo_attributes
+from runners.labels.protocol import DEFAULT_CONDITIONS, load_label_instruction, select_label_conditions
+from runners.labels.recorder import load_label_scope, plan_labels, record_labeler
 from tests.support.paths import APP
 
 N_PROMPTS = 30  # 90 images

@@ -12,11 +12,10 @@ from audit_core.rating.alignment import alignment_tables, tilt_table
 from audit_core.rating.reliability import pool_agreement_table, reliability_table
 from runners import analyze, demo
 from runners.backends.simulated import simulated_scorer
-from runners.demo import demo_ratings
-from runners.rating.rating_protocol import DEFAULT_CONDITIONS, load_conditions
-from runners.recording.recorder import record_scorer
+from runners.demo import ratings as demo_ratings
+from runners.rating.protocol import DEFAULT_CONDITIONS, load_conditions
+from runners.recording.scorer import record_scorer
 from tests.support.paths import APP
-
 
 N_PROMPTS = 60  # half the default: 120 items, 40 prompts per category
 SEED = 0

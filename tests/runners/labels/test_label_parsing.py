@@ -5,7 +5,7 @@ import json
 import pytest
 
 from audit_core.attributes.taxonomy import load_taxonomy, parse_taxonomy
-from runners.labels.label_parsing import parse_labels
+from runners.labels.parsing import parse_labels
 
 TAXONOMY = parse_taxonomy(json.dumps({"name": "t", "version": "v1", "attributes": [
     {"name": "gender", "labels": ["male", "female"], "abstain": "unspecified"},

@@ -13,8 +13,8 @@ from audit_core.attributes.taxonomy import DEFAULT_TAXONOMY, load_taxonomy
 from audit_core.errors import InputError
 from runners import run_labeler
 from runners.backends.simulated_labeler import simulated_labeler
-from runners.labels import label_protocol
-from runners.labels.label_recorder import load_label_scope, plan_labels, record_labeler
+from runners.labels import protocol as label_protocol
+from runners.labels.recorder import load_label_scope, plan_labels, record_labeler
 from tests.support.labels import WEAK, write_label_dataset
 from tests.support.recording import Scripted, assert_resumed, killed_mid_run, slowed_env
 from tests.support.snapshots import snapshot

@@ -2,7 +2,7 @@
 
 import pytest
 
-from runners.rating.rating_parsing import SHAPES, Scale, parse_rating
+from runners.rating.parsing import SHAPES, Scale, parse_rating
 
 SCALE = Scale(1, 5, "unspecified")
 NO_ABSTAIN = Scale(1, 5, None)

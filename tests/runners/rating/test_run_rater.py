@@ -14,8 +14,8 @@ from audit_core import store
 from audit_core.errors import InputError
 from runners import run_rater
 from runners.backends.simulated_rater import simulated_rater
-from runners.rating import rating_protocol
-from runners.rating.rating_recorder import load_rating_scope, plan_ratings, pool_consensus, record_rater
+from runners.rating import protocol as rating_protocol
+from runners.rating.recorder import load_rating_scope, plan_ratings, pool_consensus, record_rater
 from tests.support.rating_runs import CONDITIONS, OUTCOME, write_rating_dataset
 from tests.support.recording import Scripted, assert_resumed, killed_mid_run, slowed_env
 from tests.support.snapshots import snapshot

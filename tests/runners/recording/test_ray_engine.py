@@ -26,7 +26,7 @@ from runners import run_judge
 from runners.backends.hf import HFSelector
 from runners.backends.simulated import simulated_selector
 from runners.recording import ray_engine
-from runners.recording.recorder import record_selector
+from runners.selection.recorder import record_selector
 from tests.support.paths import REPO
 from tests.support.pools import write_tiny_dataset
 from tests.support.recording import killed_mid_run, slowed_env

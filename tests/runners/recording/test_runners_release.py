@@ -10,7 +10,7 @@ import pytest
 from audit_core import store
 from audit_core.errors import DatabaseHeld
 from runners import run_judge
-from runners.recording.database import DatabaseBusy, DatabaseFile
+from runners.recording.sessions import DatabaseBusy, DatabaseFile
 from tests.support.paths import REPO
 from tests.support.pools import write_tiny_dataset
 from tests.support.recording import calls_of, slowed_env

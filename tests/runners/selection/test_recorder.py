@@ -11,10 +11,9 @@ from audit_core import store
 from audit_core.errors import InputError
 from runners import run_judge
 from runners.backends.simulated import simulated_scorer, simulated_selector
-from runners.recording import recorder
 from runners.run_judge import run_selector
 from runners.score import run_scorer
-from runners.selection import protocol
+from runners.selection import protocol, recorder
 from tests.support.paths import REPO
 from tests.support.pools import write_tiny_dataset
 from tests.support.recording import Scripted, calls_of, killed_mid_run, slowed_env

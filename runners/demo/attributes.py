@@ -38,7 +38,7 @@ from audit_core import store
 from audit_core.attributes.taxonomy import Taxonomy, load_taxonomy
 from audit_core.ingest.pools import PoolSet
 from runners.backends.simulated_labeler import simulated_labeler
-from runners.demo.demo_datasets import demo_pool_set, read_if_built, written
+from runners.demo.datasets import demo_pool_set, read_if_built, written
 from runners.labels.clip_labels import (
     DEFAULT_TEMPLATES,
     LabelPrompts,
@@ -46,7 +46,7 @@ from runners.labels.clip_labels import (
     load_label_prompts,
     record_clip_labels,
 )
-from runners.labels.label_recorder import record_labeler
+from runners.labels.recorder import record_labeler
 
 DATASET = "attributes-demo"
 SIMULATED_NOTE = ("SIMULATED attribute demo: drawn people images, gold labels and attribute judges "
@@ -92,7 +92,7 @@ class SimulatedCosines:
     seed: int
 
     def revision(self) -> str:
-        return f"SIMULATED cosines (runners/demo/demo_attributes.py, seed {self.seed})"
+        return f"SIMULATED cosines (runners/demo/attributes.py, seed {self.seed})"
 
     def __call__(self, paths: Sequence[str]) -> list[list[float]]:
         columns = {p: i for i, p in enumerate(self.prompts.flat())}

@@ -29,8 +29,8 @@ import numpy as np
 
 from audit_core import store
 from audit_core.ingest.pools import PoolSet
-from runners.demo.demo_datasets import demo_pool_set, read_if_built, written
-from runners.demo.demo_images import draw_image
+from runners.demo.datasets import demo_pool_set, read_if_built, written
+from runners.demo.images import draw_image
 
 DATASET = "ratings-demo"
 SIMULATED_NOTE = ("SIMULATED rating demo: generated images, annotator votes and rating judges "
@@ -185,8 +185,8 @@ def build_rating_demo(db: Path, *, n_prompts: int = 120, seed: int = 0, progress
     and the simulated content scorer."""
     from runners.backends.simulated import simulated_scorer
     from runners.backends.simulated_rater import simulated_rater
-    from runners.rating.rating_recorder import pool_consensus, record_rater
-    from runners.recording.recorder import record_scorer
+    from runners.rating.recorder import pool_consensus, record_rater
+    from runners.recording.scorer import record_scorer
 
     pools = build_rating_pools(n_prompts, seed, db.parent / f"{db.stem}_images" / DATASET)
     with written(db, pools) as con:

@@ -5,8 +5,8 @@ name is claimed for the run, the store is opened per unit of work, calls run
 on a bounded thread pool, in batches of `batch_size` (`runners.recording.engines`),
 with one identical retry on a runtime exception, and
 each finished batch is committed at once, so a SIGKILL loses only calls in
-flight. What is the rater's own: its requests (`runners.rating.rating_protocol`),
-its parser (`runners.rating.rating_parsing`) and its call table.
+flight. What is the rater's own: its requests (`runners.rating.protocol`),
+its parser (`runners.rating.parsing`) and its call table.
 
 Resume: a call whose request key is recorded is skipped (a `runtime_fail` is
 tried again and replaced). Keys hash every text shown, per condition, so each
@@ -33,8 +33,8 @@ from audit_core import store
 from audit_core.errors import InputError
 from audit_core.rating import reliability
 from audit_core.store.records import RatingCallRecord
-from runners.rating.rating_parsing import Scale, parse_rating
-from runners.rating.rating_protocol import (
+from runners.rating.parsing import Scale, parse_rating
+from runners.rating.protocol import (
     DEFAULT_CONDITION,
     DEFAULT_CONDITIONS,
     DEFAULT_INSTRUCTION,
@@ -48,7 +48,6 @@ from runners.rating.rating_protocol import (
     select_conditions,
 )
 from runners.recording.condition_history import check_condition_keys
-from runners.recording.database import Database, as_database
 from runners.recording.engines import Generated
 from runners.recording.recorder import (
     RunIdentity,
@@ -60,6 +59,7 @@ from runners.recording.recorder import (
     require_dataset,
     write_records,
 )
+from runners.recording.sessions import Database, as_database
 
 KIND = "rater"
 TABLE = "rating_calls"
@@ -250,7 +250,7 @@ def record_rater(
     """Rate every item of `dataset` (the first `limit`) under each named condition; see the module docstring.
 
     `db` is a held connection, a path or a `Database`, as for
-    `runners.recording.recorder.record_selector`. Raises InputError before any call for
+    `runners.selection.recorder.record_selector`. Raises InputError before any call for
     an unknown dataset, condition or language, unusable demonstrations, a
     missing or unreadable image, a bad instruction or conditions file, or a
     judge or condition whose records were made differently (unless `replace`);

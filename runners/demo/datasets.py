@@ -1,4 +1,4 @@
-"""What the demo builders (`runners.demo`, `runners.demo.demo_ratings`, `runners.demo.demo_attributes`) share: a SIMULATED dataset's
+"""What the demo builders (`runners.demo`, `runners.demo.ratings`, `runners.demo.attributes`) share: a SIMULATED dataset's
 identity (source `demo`, revision `seed=<seed>`), writing it, and reading it back when it is there."""
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from audit_core.errors import InputError
-from runners.rating.rating_parsing import RATING_KEY, Scale
+from runners.rating.parsing import RATING_KEY, Scale
 from runners.recording.condition_files import line_of, read_conditions, select_named
 from runners.recording.instruction_files import ContentParts, read_instruction_file
 from runners.selection.protocol import structured_sha256

@@ -5,7 +5,7 @@ for the run, the store is opened per unit of work, calls run on a bounded thread
 batches of `batch_size` (`runners.recording.engines`), with one identical retry on a runtime
 exception, and each finished batch (every call with its one answer row per attribute) is
 committed in one transaction at once, so a SIGKILL loses only calls in flight. What is the
-labeler's own: its requests (`runners.labels.label_protocol`), its parser (`runners.labels.label_parsing`)
+labeler's own: its requests (`runners.labels.protocol`), its parser (`runners.labels.parsing`)
 and its two tables. A call that fails (parse or
 runtime) still gets one answer per attribute, status 'missing'.
 
@@ -35,8 +35,8 @@ from audit_core import store
 from audit_core.attributes.taxonomy import DEFAULT_TAXONOMY, Taxonomy, load_taxonomy
 from audit_core.errors import InputError
 from audit_core.store.records import LabelAnswerRecord, LabelCallRecord
-from runners.labels.label_parsing import FieldAnswer, missing_answers, parse_labels
-from runners.labels.label_protocol import (
+from runners.labels.parsing import FieldAnswer, missing_answers, parse_labels
+from runners.labels.protocol import (
     DEFAULT_CONDITION,
     DEFAULT_CONDITIONS,
     DEFAULT_INSTRUCTION,
@@ -49,7 +49,6 @@ from runners.labels.label_protocol import (
     select_label_conditions,
 )
 from runners.recording.condition_history import check_condition_keys
-from runners.recording.database import Database, as_database
 from runners.recording.engines import Generated
 from runners.recording.recorder import (
     RunIdentity,
@@ -60,6 +59,7 @@ from runners.recording.recorder import (
     record_planned,
     require_dataset,
 )
+from runners.recording.sessions import Database, as_database
 
 KIND = "labeler"
 TABLE = "label_calls"
@@ -248,7 +248,7 @@ def record_labeler(
     """Label every image of `dataset` (the first `limit`) under each named condition; see the module docstring.
 
     `db` is a held connection, a path or a `Database`, as for
-    `runners.recording.recorder.record_selector`. Raises InputError before any call for an unknown
+    `runners.selection.recorder.record_selector`. Raises InputError before any call for an unknown
     dataset or condition, a bad taxonomy, instruction or conditions file, a taxonomy other
     than the dataset's, a missing or unreadable image, or a judge or condition whose records
     were made differently (unless `replace`); DatabaseBusy when another process records this

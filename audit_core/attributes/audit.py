@@ -36,7 +36,7 @@ import pandas as pd
 
 from audit_core import store
 from audit_core.attributes.taxonomy import Taxonomy
-from audit_core.rating.rating_audit import json_rows
+from audit_core.rating.audit import json_rows
 from audit_core.stats.bootstrap import percentile_interval, ratio, resampled_sums
 
 OFF_TAXONOMY, MISSING = "(off taxonomy)", "(missing)"  # predicted columns beside the labels and the abstention label

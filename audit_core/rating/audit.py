@@ -27,7 +27,6 @@ from audit_core.rating.alignment import (
 )
 from audit_core.rating.reliability import (
     AGREEMENT_COLUMNS,
-    RELIABILITY_COLUMNS,
     pool_agreement_table,
     pool_consensus,
     reliability_table,
@@ -183,7 +182,7 @@ def _scale(dataset_id: str, outcome: str, recorded: list[list[float]]) -> tuple[
 
 def consensus_pools(con: duckdb.DuckDBPyConnection, dataset_id: str, outcome: str = "alignment") -> list[str]:
     """Pools with consensus rows (the `ratings` table) on `outcome`, sorted: the utilities a
-    selection audit can take (`audit_data.load_selection_data(..., pool=...)`)."""
+    selection audit can take (`audit_core.selection.data.load_selection_data(..., pool=...)`)."""
     rows = con.execute(
         "SELECT DISTINCT pool FROM ratings WHERE dataset_id = ? AND outcome = ? ORDER BY pool",
         [dataset_id, outcome],

@@ -30,9 +30,9 @@ import numpy as np
 import pandas as pd
 
 from audit_core.selection import gates, groups, metrics, position, slices
-from audit_core.selection.audit_data import SelectionData
 from audit_core.selection.composition import composition_table
 from audit_core.selection.cultural import cultural_table
+from audit_core.selection.data import SelectionData
 from audit_core.selection.policies import PolicySpec, policy_specs
 from audit_core.selection.timing import timing_table
 from audit_core.stats import bootstrap
