@@ -1,0 +1,149 @@
+"""Paired differences candidate − baseline (DESIGN §4e), and the prompts where their picks differ.
+
+For a measure x and a policy both judges have, on the n prompts where both define x:
+difference = mean_p (x_candidate(p) − x_baseline(p)); baseline and candidate are each judge's
+mean over those same n prompts. Per prompt (`metrics.prompt_stats`): gain, regret, bmr (below
+mean), best, `<error>_delta` for each cultural error rated (chosen minus pool mean, 0 on a pool
+whose candidates do not differ in it); first_slot = 1[the pick of order k sat in slot A] for the
+policy `order<k>`. Judge-level, policy `all orders`: first_slot = Σ slot-A calls / Σ valid calls of
+each judge over the prompts where both have a valid call (the difference of the two ratios), and
+flip_rate over the prompts where every order of both parsed (`position.flips`).
+
+Intervals (95% percentile) resample prompts, the two judges' values of a prompt together: a mean
+of per-prompt differences at fixed n (`bootstrap.FixedNMeans`; n ≤ EXACT_DRAWS_UP_TO: resample b
+averages the prompts at row b of `default_rng(seed).integers(0, n, size=(B, n))`), the first-slot
+ratio difference over the same draws as ratios of resampled sums (`bootstrap.resampled_sums`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from audit_core.selection import metrics
+from audit_core.selection.gate_compose import ComposedGate
+from audit_core.selection.judge_change.pairing import JudgePair, judge_policies
+from audit_core.selection.position import flips
+from audit_core.selection.votes import valid_picks
+from audit_core.stats import bootstrap
+from audit_core.stats.resampling import Resampling
+from audit_core.store.schema import ERROR_OUTCOMES
+
+COMPARE_COLUMNS = ["measure", "policy", "baseline", "candidate", "difference", "difference_lo", "difference_hi", "n"]
+POLICY_MEASURES = ("gain", "regret", "bmr", "best")
+ALL_ORDERS = "all orders"
+PICKS_DIFFER = "order0 where picks differ"
+LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """The prompts where both judges' order-0 picks exist and differ: `n` of the `both` prompts
+    where both picked; each judge's gain there and the difference, each (value, lo, hi)."""
+
+    n: int
+    both: int
+    baseline_gain: tuple[float, float, float]
+    candidate_gain: tuple[float, float, float]
+    difference: tuple[float, float, float]
+
+    def to_summary(self) -> dict:
+        """JSON-ready: counts and each gain with its interval."""
+        def entry(v: tuple[float, float, float]) -> dict:
+            return {"gain": _json(v[0]), "gain_ci": [_json(v[1]), _json(v[2])]}
+        return {"n": self.n, "both_picked": self.both, "baseline": entry(self.baseline_gain),
+                "candidate": entry(self.candidate_gain), "difference": _json(self.difference[0]),
+                "difference_ci": [_json(self.difference[1]), _json(self.difference[2])]}
+
+
+def _json(value: float) -> float | None:
+    return None if np.isnan(value) else float(value)
+
+
+def prompt_values(pair: JudgePair, judge: str, gates: Sequence[ComposedGate]) -> dict[str, dict[str, np.ndarray]]:
+    """Policy label -> measure -> (P,) per-prompt value of `judge`, NaN where undefined (module docstring)."""
+    data = pair.data
+    pools = metrics.pool_measures(data.outcomes)
+    deltas = [f"{o}_delta" for o in ERROR_OUTCOMES if o in data.outcomes]
+    out = {}
+    for policy, pick in judge_policies(data, judge, gates).items():
+        stats = metrics.prompt_stats(pools, pick)
+        out[policy] = {m: stats[m] for m in (*POLICY_MEASURES, *deltas)}
+    picks, slots = data.picks[judge], data.slots[judge]
+    for k in range(picks.shape[1]):
+        valid = (picks[:, k] >= 0) & (slots[:, k] >= 0)
+        out[f"order{k}"]["first_slot"] = np.where(valid, (slots[:, k] == 0).astype(float), np.nan)
+    return out
+
+
+def paired_differences(pair: JudgePair, gates: Sequence[ComposedGate],
+                       resampling: Resampling) -> tuple[pd.DataFrame, Disagreement]:
+    """(COMPARE_COLUMNS frame, the order-0 disagreement): one row per measure and policy both judges
+    have, then `all orders` (first_slot, flip_rate), then gain on `order0 where picks differ`."""
+    base = prompt_values(pair, pair.baseline, gates)
+    cand = prompt_values(pair, pair.candidate, gates)
+    means = bootstrap.FixedNMeans()
+    rows: list[dict[str, object]] = []
+
+    def add(measure: str, policy: str, a: np.ndarray, b: np.ndarray) -> int:
+        """A row for the values a (baseline) and b (candidate) on the prompts where both are defined."""
+        both = ~np.isnan(a) & ~np.isnan(b)
+        rows.append({"measure": measure, "policy": policy, "baseline": _mean(a[both]),
+                     "candidate": _mean(b[both]), "n": int(both.sum()), "cell": means.add(np.where(both, b - a, np.nan))})
+        return rows[-1]["cell"]
+
+    for policy in (p for p in base if p in cand):
+        for measure in (m for m in base[policy] if m in cand[policy]):
+            add(measure, policy, base[policy][measure], cand[policy][measure])
+    rows.append(_first_slot_row(pair, resampling))
+    add("flip_rate", ALL_ORDERS, *(flips(valid_picks(pair.data.picks[j])) for j in (pair.baseline, pair.candidate)))
+    first, second = (valid_picks(pair.data.picks[j][:, 0]) for j in (pair.baseline, pair.candidate))
+    differ = (first >= 0) & (second >= 0) & (first != second)
+    gains = [np.where(differ, values["order0"]["gain"], np.nan) for values in (base, cand)]
+    own = [means.add(np.where(~np.isnan(gains[1 - i]), gains[i], np.nan)) for i in range(2)]
+    difference = add("gain", PICKS_DIFFER, *gains)
+
+    estimate = means.means()
+    (lo, hi), = means.intervals(resamples=resampling.resamples, seed=resampling.seed, levels=(LEVEL,))
+    for row in rows:
+        if "cell" in row:
+            cell = row.pop("cell")
+            row.update(difference=estimate[cell], difference_lo=lo[cell], difference_hi=hi[cell])
+    disagreement = Disagreement(
+        n=rows[-1]["n"], both=int(((first >= 0) & (second >= 0)).sum()),
+        baseline_gain=(estimate[own[0]], lo[own[0]], hi[own[0]]),
+        candidate_gain=(estimate[own[1]], lo[own[1]], hi[own[1]]),
+        difference=(estimate[difference], lo[difference], hi[difference]),
+    )
+    return pd.DataFrame(rows, columns=COMPARE_COLUMNS), disagreement
+
+
+def _first_slot_row(pair: JudgePair, resampling: Resampling) -> dict[str, object]:
+    """first_slot over all orders: each judge's Σ slot-A calls / Σ valid calls on the prompts where
+    both have a valid call, and the difference of the two ratios with a joint prompt bootstrap."""
+    columns = []
+    for judge in (pair.baseline, pair.candidate):
+        valid = (pair.data.picks[judge] >= 0) & (pair.data.slots[judge] >= 0)
+        columns += [(valid & (pair.data.slots[judge] == 0)).sum(axis=1), valid.sum(axis=1)]
+    x = np.column_stack(columns).astype(float)
+    x = x[(x[:, 1] > 0) & (x[:, 3] > 0)]
+
+    def difference(sums: np.ndarray) -> np.ndarray:
+        return bootstrap.ratio(sums[..., 2], sums[..., 3]) - bootstrap.ratio(sums[..., 0], sums[..., 1])
+
+    totals = x.sum(axis=0)
+    lo = hi = float("nan")
+    if len(x) and resampling.resamples:
+        sums = bootstrap.resampled_sums(x, resamples=resampling.resamples, seed=resampling.seed).totals
+        (lo,), (hi,) = bootstrap.percentile_interval(difference(sums), LEVEL)
+    ratios = bootstrap.ratio(totals[[0, 2]], totals[[1, 3]])
+    return {"measure": "first_slot", "policy": ALL_ORDERS, "baseline": ratios[0], "candidate": ratios[1],
+            "difference": float(difference(totals[None, :])[0]), "difference_lo": lo, "difference_hi": hi,
+            "n": len(x)}
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(values.mean()) if len(values) else float("nan")
