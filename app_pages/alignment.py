@@ -16,6 +16,7 @@ import streamlit as st
 
 from app_ui import context, draw, glance, rubric_views
 from audit_core.rating.audit import item_detail, rating_distribution
+from findings import figures, numbers
 
 NO_DATA = (
     "This dataset has no rating data: no rating judge is recorded on it and no reference pool has votes on the "
@@ -38,7 +39,7 @@ if data is None:
     st.info(NO_DATA)
     st.stop()
 pools = data.pools
-greys = draw.pool_colours(pools)
+greys = figures.pool_colours(pools)
 st.caption(f"Outcome **{draw.esc(data.outcome)}** on the scale {data.scale[0]}–{data.scale[1]} · {len(pools)} "
            f"reference pool(s) · 95% item-level bootstrap intervals, {result.resamples:,} resamples, seed {result.seed}.")
 
@@ -66,19 +67,19 @@ else:
     for card, pool in zip(st.columns(len(pools)), pools):
         c = cells.loc[pool]
         card.markdown(f"**Pool {draw.esc(pool)}**")
-        mae = draw.interval(c["mae"], c["mae_lo"], c["mae_hi"], missing=draw.UNDEFINED)
-        r = draw.interval(c["pearson"], c["pearson_lo"], c["pearson_hi"], missing=draw.UNDEFINED)
+        mae = numbers.estimate(c["mae"], c["mae_lo"], c["mae_hi"], missing=numbers.UNDEFINED)
+        r = numbers.estimate(c["pearson"], c["pearson_lo"], c["pearson_hi"], missing=numbers.UNDEFINED)
         glance.cards(card, [
             glance.Card(f"MAE vs {pool}", mae, "Mean |rating − pool consensus| over the items the judge rated; 95% interval."),
             glance.Card(f"Pearson r vs {pool}", r,
                         "Undefined when the judge's ratings or the pool's consensus are constant on these items."),
-            glance.Card(f"Quadratic κ vs {pool}", draw.number(c["qwk"], missing=draw.UNDEFINED),
+            glance.Card(f"Quadratic κ vs {pool}", numbers.number(c["qwk"], missing=numbers.UNDEFINED),
                         "Cohen's kappa, quadratic weights, consensus rounded half up to the scale's points."),
         ])
         card.caption(f"{int(c['n'])} rated · {int(c['abstained'])} abstained · {int(c['failed'])} failed · "
-                     f"floor (bottom two points): {draw.percent(c['floor_share'])} of its ratings vs "
-                     f"{draw.percent(c['pool_floor_share'])} of the pool's consensus; it rates "
-                     f"{draw.percent(c['floor_recovery'])} of the pool's floor items there")
+                     f"floor (bottom two points): {numbers.percent(c['floor_share'])} of its ratings vs "
+                     f"{numbers.percent(c['pool_floor_share'])} of the pool's consensus; it rates "
+                     f"{numbers.percent(c['floor_recovery'])} of the pool's floor items there")
     st.markdown(f"**Every condition of {draw.esc(judge)}**, pools side by side (group {draw.esc(group)})")
     glance.frame(draw.pools_side_by_side(judge_rows[judge_rows["group"] == group], "condition"))
 
@@ -94,16 +95,16 @@ else:
             else context.single("pair", pairs[0])
         shown = tilt[tilt["pair"] == pair]
         t = shown[(shown["judge"] == judge) & (shown["condition"] == condition)].iloc[0]
-        t_text = draw.interval(t["tilt"], t["tilt_lo"], t["tilt_hi"], signed=True, missing=draw.UNDEFINED)
+        t_text = numbers.estimate(t["tilt"], t["tilt_lo"], t["tilt_hi"], signed=True, missing=numbers.UNDEFINED)
         glance.cards(st, [
-            glance.Card(f"Δ ({pair})", draw.interval(t["delta"], t["delta_lo"], t["delta_hi"], signed=True),
+            glance.Card(f"Δ ({pair})", numbers.estimate(t["delta"], t["delta_lo"], t["delta_hi"], signed=True),
                         f"Over {int(t['n_delta'])} items rated with both pools' consensus."),
             glance.Card(f"T ({pair})", t_text, f"Over {int(t['n_tilt'])} rated items where the pools differ."),
         ])
-        tilts = draw.forest(shown, "rater", "tilt", f"Normalised tilt T, {draw.plain(pair)}",
+        tilts = figures.forest(shown, "rater", "tilt", f"Normalised tilt T, {figures.plain(pair)}",
                             "T (+1: first pool's consensus, −1: second's)", colour="judge")
         for name in shown["judge"].unique():  # each rating judge in its own colour
-            tilts.update_traces(marker_color=colours[name], selector={"name": draw.plain(name)})
+            tilts.update_traces(marker_color=colours[name], selector={"name": figures.plain(name)})
         draw.chart(tilts,
                    "Every judge and condition, with 95% intervals (item-level bootstrap); a rater that rated no "
                    "item where the pools differ is left out.")
@@ -116,19 +117,19 @@ else:
     shown_conditions = {j: condition if (j, condition) in data.raters else c for j, c in reversed(data.raters)}
     dist = rating_distribution(data)
     dist = dist[(dist["source"] == "pool") | (dist["condition"] == dist["judge"].map(shown_conditions))]
-    draw.chart(draw.distribution_chart(dist, colours, data.scale),
+    draw.chart(figures.distribution_chart(dist, colours, data.scale),
                "Each judge under the chosen condition (else its first), abstained and failed calls included, next "
                "to each pool's consensus rounded half up; shaded: the bottom two points.")
 
     # --- item groups: attributes and anchors
     st.subheader("By item group")
-    draw.chart(draw.group_bars(mine, "pool", "mae", "n", f"MAE of {draw.plain(judge)} · {draw.plain(condition)} by "
+    draw.chart(figures.group_bars(mine, "pool", "mae", "n", f"MAE of {figures.plain(judge)} · {figures.plain(condition)} by "
                                "item group", "MAE against the pool", greys),
                "Anchors: high / low when both pools' consensus is in the top / bottom two points, else contested.")
     by_group = result.tilt[(result.tilt["judge"] == judge) & (result.tilt["condition"] == condition)]
     if not by_group.empty:
         by_group = by_group.assign(pair=by_group["pool_a"] + " vs " + by_group["pool_b"])
-        draw.chart(draw.group_bars(by_group, "pair", "tilt", "n_tilt", "Tilt T by item group", "T",
+        draw.chart(figures.group_bars(by_group, "pair", "tilt", "n_tilt", "Tilt T by item group", "T",
                                    dict.fromkeys(by_group["pair"], colours[judge])),
                    "Groups without an item where the pools differ have no bar.")
     wilcoxon = result.wilcoxon[result.wilcoxon["judge"] == judge]
@@ -144,7 +145,7 @@ cols[0].markdown("**Reliability within each pool** (Krippendorff's alpha)")
 glance.frame(draw.table(result.reliability), cols[0])
 cols[1].markdown("**Agreement between pools** (consensus values)")
 agreement = result.pool_agreement.assign(
-    pearson=[draw.number(v, missing=draw.UNDEFINED) for v in result.pool_agreement["pearson"]])
+    pearson=[numbers.number(v, missing=numbers.UNDEFINED) for v in result.pool_agreement["pearson"]])
 glance.frame(draw.table(agreement), cols[1])
 
 # --- one item

@@ -24,6 +24,7 @@ from audit_core.attributes.audit import (
     disagreements,
     load_attribute_data,
 )
+from findings import figures, numbers
 
 NO_DATA = (
     "This dataset has no attribute judge: no labeler run is recorded on it. Record one with `python -m "
@@ -55,7 +56,7 @@ def accuracy_chart(cells, colours, attributes) -> go.Figure:
         for col, measure in enumerate(POLICIES, start=1):
             bounded = f"{measure}_lo" in part.columns
             fig.add_trace(go.Bar(
-                x=draw.plain(part["attribute"]), y=part[measure], name=draw.plain(judge), legendgroup=draw.plain(judge),
+                x=figures.plain(part["attribute"]), y=part[measure], name=figures.plain(judge), legendgroup=figures.plain(judge),
                 showlegend=col == 1, marker_color=colours[judge], customdata=part["n"],
                 hovertemplate="%{x}: %{y:.2f} (asked %{customdata})",
                 error_y={"type": "data", "symmetric": False,
@@ -63,20 +64,20 @@ def accuracy_chart(cells, colours, attributes) -> go.Figure:
                          "arrayminus": (part[measure] - part[f"{measure}_lo"]).clip(lower=0)} if bounded else None,
             ), row=1, col=col)
     fig.update_layout(barmode="group")
-    fig.update_xaxes(categoryorder="array", categoryarray=list(draw.plain(attributes)))
+    fig.update_xaxes(categoryorder="array", categoryarray=list(figures.plain(attributes)))
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%")
-    return draw.layout(fig, "", "", "share of images", height=420)
+    return figures.layout(fig, "", "", "share of images", height=420)
 
 
 def share_chart(cells, measure: str, title: str) -> go.Figure:
     """`measure` per attribute (x) of one judge, one bar per condition."""
     fig = go.Figure()
     for condition, part in cells.groupby("condition", sort=False):
-        fig.add_trace(go.Bar(x=draw.plain(part["attribute"]), y=part[measure], name=draw.plain(condition),
+        fig.add_trace(go.Bar(x=figures.plain(part["attribute"]), y=part[measure], name=figures.plain(condition),
                              customdata=part["n"], hovertemplate="%{x}: %{y:.0%} of %{customdata}"))
     fig.update_layout(barmode="group")
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%")
-    return draw.layout(fig, title, "attribute", "share of answers", height=360)
+    return figures.layout(fig, title, "attribute", "share of answers", height=360)
 
 
 sel = context.selection("attributes")
@@ -104,10 +105,10 @@ macro = result.macro
 st.dataframe({
     "judge": macro["judge"].map(draw.visible), "condition": macro["condition"].map(draw.visible),
     "backend": macro["backend"].map(draw.visible),
-    "attributes": macro["attributes"].map(draw.count), "coverage": macro["coverage"].map(draw.percent),
-    "accuracy (miss)": macro["accuracy_miss"].map(lambda v: draw.number(v, missing=draw.UNDEFINED)),
-    "accuracy (excluded)": macro["accuracy_exclude"].map(lambda v: draw.number(v, missing=draw.UNDEFINED)),
-    "macro-F1": macro["macro_f1"].map(draw.number), "off taxonomy": macro["off_taxonomy"].map(draw.percent),
+    "attributes": macro["attributes"].map(numbers.count), "coverage": macro["coverage"].map(numbers.percent),
+    "accuracy (miss)": macro["accuracy_miss"].map(lambda v: numbers.number(v, missing=numbers.UNDEFINED)),
+    "accuracy (excluded)": macro["accuracy_exclude"].map(lambda v: numbers.number(v, missing=numbers.UNDEFINED)),
+    "macro-F1": macro["macro_f1"].map(numbers.number), "off taxonomy": macro["off_taxonomy"].map(numbers.percent),
 }, hide_index=True, width="stretch")
 st.caption("Means over the attributes each judge was scored on (an undefined accuracy is left out of its mean). "
            "Backend clip: the contrastive zero-shot baseline (argmax over label prompts, never abstains).")
@@ -121,14 +122,14 @@ draw.chart(accuracy_chart(shown, colours, list(tax.names())),
            "Left: abstentions count as wrong; middle: abstentions left out; right: the share answered with a label. "
            "A judge that abstains where the image shows little looks worse on the left and better in the middle.")
 st.dataframe({
-    "judge": shown["judge"].map(draw.visible), "attribute": shown["attribute"].map(draw.visible), "asked": shown["n"].map(draw.count),
-    "coverage": shown["coverage"].map(draw.percent),
-    "accuracy (miss) [95%]": [draw.interval(v, lo, hi, missing=draw.UNDEFINED) for v, lo, hi in
+    "judge": shown["judge"].map(draw.visible), "attribute": shown["attribute"].map(draw.visible), "asked": shown["n"].map(numbers.count),
+    "coverage": shown["coverage"].map(numbers.percent),
+    "accuracy (miss) [95%]": [numbers.estimate(v, lo, hi, missing=numbers.UNDEFINED) for v, lo, hi in
                               zip(shown["accuracy_miss"], shown["accuracy_miss_lo"], shown["accuracy_miss_hi"])],
-    "accuracy (excluded) [95%]": [draw.interval(v, lo, hi, missing=draw.UNDEFINED) for v, lo, hi in
+    "accuracy (excluded) [95%]": [numbers.estimate(v, lo, hi, missing=numbers.UNDEFINED) for v, lo, hi in
                                   zip(shown["accuracy_exclude"], shown["accuracy_exclude_lo"],
                                       shown["accuracy_exclude_hi"])],
-    "macro-F1": shown["macro_f1"].map(draw.number), "off taxonomy": shown["off_taxonomy"].map(draw.percent),
+    "macro-F1": shown["macro_f1"].map(numbers.number), "off taxonomy": shown["off_taxonomy"].map(numbers.percent),
     "policy in the taxonomy": shown["abstention"],
 }, hide_index=True, width="stretch")
 
@@ -142,20 +143,20 @@ matrix = result.confusion[(result.confusion["judge"] == judge) & (result.confusi
                           & (result.confusion["attribute"] == attribute)]
 grid = matrix.pivot(index="gold", columns="predicted", values="count")
 grid = grid.reindex(index=list(dict.fromkeys(matrix["gold"])), columns=list(dict.fromkeys(matrix["predicted"])))
-fig = go.Figure(go.Heatmap(z=grid.to_numpy(), x=list(draw.plain(grid.columns.to_series())),
-                           y=list(draw.plain(grid.index.to_series())), colorscale="Blues", text=grid.to_numpy(),
+fig = go.Figure(go.Heatmap(z=grid.to_numpy(), x=list(figures.plain(grid.columns.to_series())),
+                           y=list(figures.plain(grid.index.to_series())), colorscale="Blues", text=grid.to_numpy(),
                            texttemplate="%{text}", hovertemplate="gold %{y}, answered %{x}: %{z}"))
 fig.update_yaxes(autorange="reversed")
-draw.chart(draw.layout(fig, f"{draw.plain(judge)} · {draw.plain(condition)} · {draw.plain(attribute)}",
+draw.chart(figures.layout(fig, f"{figures.plain(judge)} · {figures.plain(condition)} · {figures.plain(attribute)}",
                        "answered", "gold label", height=max(320, 40 * len(grid) + 160)),
            "Rows: gold labels; columns: the taxonomy's labels, its abstention label, answers off the taxonomy and "
            "missing answers (a parse failure of the call). A gold abstention label (no evidence) is shown but not scored.")
 by_label = result.by_label[(result.by_label["judge"] == judge) & (result.by_label["condition"] == condition)
                            & (result.by_label["attribute"] == attribute)]
-st.dataframe({"gold label": by_label["gold"].map(draw.visible), "images": by_label["n"].map(draw.count),
-              "coverage": by_label["coverage"].map(draw.percent),
-              "accuracy (miss)": by_label["accuracy_miss"].map(draw.number),
-              "accuracy (excluded)": by_label["accuracy_exclude"].map(lambda v: draw.number(v, missing=draw.UNDEFINED))},
+st.dataframe({"gold label": by_label["gold"].map(draw.visible), "images": by_label["n"].map(numbers.count),
+              "coverage": by_label["coverage"].map(numbers.percent),
+              "accuracy (miss)": by_label["accuracy_miss"].map(numbers.number),
+              "accuracy (excluded)": by_label["accuracy_exclude"].map(lambda v: numbers.number(v, missing=numbers.UNDEFINED))},
              hide_index=True, width="stretch")
 st.caption("Accuracy by gold label: is the judge better for some groups than for others?")
 

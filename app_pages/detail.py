@@ -12,6 +12,7 @@ import streamlit as st
 
 from app_ui import context, draw, glance
 from audit_core.selection import browse
+from findings import numbers
 
 CELL = 150
 
@@ -80,7 +81,7 @@ for _, arrangement in grid.groupby("arrangement"):
                                bool(rating["best"]), rating["generator"]))
         picked = ", ".join(marks[j] for j in slot.picked_by)
         unshown = draw.image_problem(path) if path else None
-        cell.caption(f"**{slot.slot_label}** · {draw.esc(rating['generator'])} · alignment {draw.number(rating['alignment'])}"
+        cell.caption(f"**{slot.slot_label}** · {draw.esc(rating['generator'])} · alignment {numbers.number(rating['alignment'])}"
                      + (f" · picked by {draw.esc(picked)}" if picked else "") + (f" · {unshown}" if unshown else ""))
 
 st.subheader("Held-out ratings")

@@ -1,6 +1,6 @@
 """Findings: the headline numbers as a report to paste into a document, and the tables behind it.
 
-The text shown is `audit_core.report`'s, from the cached audit (data strings escaped only
+The text shown is `findings.summary`'s, from the cached audit (data strings escaped only
 where Markdown would misread them). The downloads include the full report of
 `runners.report`: report.html, one self-contained file (figures, styles and gallery images
 embedded), and the same report as report.md; both are built when their button is pressed.
@@ -15,11 +15,11 @@ import streamlit as st
 
 from app_ui import context, draw
 from audit_core import store
-from audit_core.report import findings_markdown, source_note
 from findings import document, images
 from findings.common import library_versions
 from findings.inputs import ReportInput
 from findings.sections import build_sections
+from findings.summary import findings_markdown, source_note
 
 TABLES = ("policies", "gates", "groups", "positions", "judges")
 

@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from app_ui import context, draw, gate_views, glance
+from findings import figures
 
 sel = context.selection("gates")
 draw.header(
@@ -32,7 +33,7 @@ colours = glance.name_colours(sel)  # the same mapping as every other page
 names = list(dict.fromkeys(result.gates["gate"]))
 coverage = result.gates[result.gates["side"] == "kept"].set_index("gate")["coverage"]
 gate = context.bound(st.selectbox, "Gate", "gate", names[0], names,
-                     format_func=lambda g: gate_views.keeps(g, coverage.get(g)))
+                     format_func=lambda g: figures.with_coverage(g, coverage.get(g)))
 gate_views.side_cards(result.gates[result.gates["gate"] == gate])
 
 # --- a composed gate
@@ -49,7 +50,7 @@ if composed is not None:
 
 # --- charts: the selected gate and the composed one marked in each
 gates = result.gates if extra is None else pd.concat([result.gates, extra.gates], ignore_index=True)
-draw.chart(gate_views.gate_chart(gates, gate, extra.name if extra else None),
+draw.chart(figures.gate_chart(gates, gate, extra.name if extra else None),
            "Every gate, with the share of prompts it keeps: gain over random on the prompts it keeps vs rejects; "
            "diamonds: the ungated judge on the same prompts; dashed: random; shaded: the selected and composed gates.")
 

@@ -14,6 +14,7 @@ import streamlit as st
 
 from app_ui import context, draw, glance
 from audit_core.selection import timing
+from findings import numbers
 from findings.figures import policy_forest
 
 sel = context.selection("judges")
@@ -60,11 +61,11 @@ st.subheader("Where each judge does well: gain by slice")
 names = [name for name in result.slice_prompts if name != "all"]
 picked = context.bound(st.selectbox, "Break down by", "slice", "country", names, format_func=lambda n: n.replace("_", " "))
 part = result.slices[(result.slices["slice"] == picked) & result.slices["policy"].isin(["random", *sel.judges])]
-by_value = part.assign(gain=[draw.interval(g, lo, hi, signed=True) + f" (n {n})"
+by_value = part.assign(gain=[numbers.estimate(g, lo, hi, signed=True) + f" (n {n})"
                              for g, lo, hi, n in zip(part["gain"], part["gain_lo"], part["gain_hi"], part["n"])])
 table = by_value.pivot(index="value", columns="policy", values="gain").reindex(list(result.slice_prompts[picked]))
-table = table[[p for p in sel.judges if p in table.columns]].fillna(draw.MISSING)
-table.insert(0, "prompts", [draw.count(n) for n in result.slice_prompts[picked].values()])
+table = table[[p for p in sel.judges if p in table.columns]].fillna(numbers.MISSING)
+table.insert(0, "prompts", [numbers.count(n) for n in result.slice_prompts[picked].values()])
 table.insert(0, picked.replace("_", " "), [draw.place(v) for v in table.index])
 glance.frame(table.reset_index(drop=True))
 st.caption("Gain over random of each judge's order-0 pick within each value, 95% interval resampling the judge's prompts "
@@ -83,7 +84,7 @@ st.caption("Coverage: share of prompts on which both judges' order-0 picks are t
 st.subheader("Which generator each judge favours")
 shares = result.generators.pivot(index="source_model", columns="judge", values="share").join(
     result.generators.groupby("source_model")["uniform"].mean().rename("if uniform"))
-glance.frame(shares.map(draw.percent).rename_axis("generator").reset_index())
+glance.frame(shares.map(numbers.percent).rename_axis("generator").reset_index())
 st.caption("Share of valid calls returning each generator's image vs its share under uniform choice.")
 
 st.subheader("Do order flips grow where the choice matters more?")

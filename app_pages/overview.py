@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app_ui import context, draw, glance, painted
+from findings import figures, numbers
 from findings.colours import policy_colour
 from findings.figures import policy_forest
 
@@ -30,13 +31,13 @@ def slice_chart(slices: pd.DataFrame, name: str, policies: Sequence[str], colour
         part = slices[(slices["slice"] == name) & (slices["policy"] == policy)]
         kind = "random" if policy == "random" else "judge"
         fig.add_trace(go.Bar(
-            x=draw.plain(part["value"].map(draw.place)), y=part["regret"], name=draw.plain(policy), customdata=part["n"],
+            x=figures.plain(part["value"].map(draw.place)), y=part["regret"], name=figures.plain(policy), customdata=part["n"],
             marker_color=policy_colour(kind, policy, colours),
             hovertemplate="%{x}: regret %{y:.3f} on %{customdata} prompts",
             error_y={"type": "data", "symmetric": False, "array": (part["regret_hi"] - part["regret"]).clip(lower=0),
                      "arrayminus": (part["regret"] - part["regret_lo"]).clip(lower=0)},
         ))
-    return draw.layout(fig, f"Regret by {draw.plain(name.replace('_', ' '))}", draw.plain(name), "mean regret (best − picked alignment)")
+    return figures.layout(fig, f"Regret by {figures.plain(name.replace('_', ' '))}", figures.plain(name), "mean regret (best − picked alignment)")
 
 sel = context.selection("overview")
 draw.header(
@@ -56,15 +57,15 @@ if sel.judge:
     unanimity = result.gates[(result.gates["gate"] == f"{sel.judge} agree>={k}/{k}") & (result.gates["side"] == "kept")]
     first = glance.percent_interval(judge["first_slot"], judge["first_slot_lo"], judge["first_slot_hi"])
     headline = [
-        glance.Card("Gain over random", draw.interval(p["gain"], p["gain_lo"], p["gain_hi"], signed=True),
+        glance.Card("Gain over random", numbers.estimate(p["gain"], p["gain_lo"], p["gain_hi"], signed=True),
                     "Mean alignment of the order-0 pick minus the pool's mean (exact random); 95% bootstrap interval."),
-        glance.Card("Regret", draw.interval(p["regret"], p["regret_lo"], p["regret_hi"]),
+        glance.Card("Regret", numbers.estimate(p["regret"], p["regret_lo"], p["regret_hi"]),
                     "Best alignment in the pool minus the picked image's, averaged over prompts."),
-        glance.Card("Below-mean rate", f"{draw.percent(p['bmr'])} vs {draw.percent(p['bmr_random'])}",
+        glance.Card("Below-mean rate", f"{numbers.percent(p['bmr'])} vs {numbers.percent(p['bmr_random'])}",
                     "Share of picks rated below the pool mean, next to random's matched rate."),
-        glance.Card(f"First-slot picks (uniform {draw.percent(judge['first_slot_uniform'])})", first,
+        glance.Card(f"First-slot picks (uniform {numbers.percent(judge['first_slot_uniform'])})", first,
                     "Share of valid calls choosing slot A, 95% interval resampling prompts, vs the uniform "
-                    f"expectation (χ² p {draw.p_value(judge['chi2_p'])})."),
+                    f"expectation (χ² p {numbers.p_value(judge['chi2_p'])})."),
         glance.Card("Flip rate across orders",
                     glance.percent_interval(judge["flip_rate"], judge["flip_rate_lo"], judge["flip_rate_hi"])
                     if k > 1 else "one order",
@@ -74,13 +75,13 @@ if sel.judge:
     if k > 1 and not unanimity.empty:
         u = unanimity.iloc[0]
         headline.append(glance.Card(
-            f"Unanimity gate keeps {draw.percent(u['coverage'])} of prompts: gain",
-            draw.interval(u["gain"], u["gain_lo"], u["gain_hi"], signed=True),
+            f"Unanimity gate keeps {numbers.percent(u['coverage'])} of prompts: gain",
+            numbers.estimate(u["gain"], u["gain_lo"], u["gain_hi"], signed=True),
             f"Acts only when all {k} orders agree; gain over random on the {int(u['n'])} prompts it keeps, "
             "95% bootstrap interval."))
     glance.cards(st, headline)
     st.caption(
-        f"{int(p['n']):,} prompts acted on ({draw.percent(p['coverage'])} coverage) · {int(judge['calls']):,} calls, "
+        f"{int(p['n']):,} prompts acted on ({numbers.percent(p['coverage'])} coverage) · {int(judge['calls']):,} calls, "
         f"{int(judge['failed']):,} failed · {result.resamples:,} bootstrap resamples, seed {result.seed}."
     )
 else:
@@ -93,7 +94,7 @@ if not painted.painted("overview"):
 left, right = st.columns(2)
 with left:
     if not result.positions.empty:
-        draw.chart(draw.slot_chart(result.positions, colours),
+        draw.chart(figures.slot_chart(result.positions, colours),
                    "Bars: share of each judge's valid calls choosing each slot; black marks: the share with no position bias.")
 with right:
     names = [name for name in result.slice_prompts if name != "all"]
@@ -106,7 +107,7 @@ with right:
 if sel.judge:
     focus_gates = result.gates[result.gates["base_judge"] == sel.judge]
     if not focus_gates.empty:
-        draw.chart(draw.gate_chart(focus_gates),
+        draw.chart(figures.gate_chart(focus_gates),
                    f"Gain over random of {draw.esc(sel.judge)}'s gates on the prompts they keep vs reject (each "
                    "gate's coverage in brackets); diamonds: the ungated judge on the same prompts.")
 

@@ -38,13 +38,12 @@ from audit_core import (
 )
 from audit_core.errors import DatabaseFileError, DatabaseHeld
 from audit_core.rating.audit import consensus_pools
-from audit_core.report import visible
 from audit_core.selection import browse
 from audit_core.selection.outcomes import prompt_outcomes
 from audit_core.selection.policies import policy_picks
 from audit_core.store import audit_cache
 from audit_core.store.schema import DEFAULT_POOL
-from audit_core.user_text import excerpt
+from audit_core.user_text import excerpt, visible
 
 DEMO_COMMAND = "python -m runners.demo --db data/demo.duckdb"
 RESAMPLE_CHOICES: tuple[int, ...] = (1_000, 2_000, 10_000)

@@ -1,9 +1,9 @@
 """Drawing helpers shared by the pages: headers, legends, thumbnails, tables and charts
-(the figure builders live in `findings.figures`, Streamlit-free, and are re-exported here).
+(the figure builders are `findings.figures`', the number formats `findings.numbers`').
 
 Every string that comes from data (prompts, names, raw outputs) is either drawn
 with a plain-text element (`st.text`, `st.code`, dataframes) or passed through
-`esc` (Markdown), `escape_html` (the HTML legend) or `plain` (Plotly) first; plain-text elements
+`esc` (Markdown), `escape_html` (the HTML legend) or `findings.figures.plain` (Plotly) first; plain-text elements
 get `visible` text, so a direction override in a name shows as `⟨U+202E⟩` everywhere.
 """
 
@@ -14,6 +14,7 @@ import io
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -24,28 +25,18 @@ from PIL import Image, ImageDraw, ImageFont
 
 from app_ui import context
 from app_ui.context import Selection
-from audit_core.report import escape_html, escape_markdown, visible
 from audit_core.store import thumbnails
+from audit_core.user_text import escape_html, escape_markdown, visible
 from findings import colours
 from findings.colours import STAR
-from findings.figures import (  # noqa: F401  (the pages call them as draw.X)
-    POOL_COLOURS,
-    distribution_chart,
-    forest,
-    gate_chart,
-    group_bars,
-    layout,
-    plain,
-    pool_colours,
-    slot_chart,
-)
+from findings.numbers import MISSING, UNDEFINED, absent, count, estimate, number, p_value, percent
 
 FRAME = 5  # pixels of frame per judge
 
 
 def esc(text: object) -> str:
     """`text` made literal inside Streamlit Markdown, on one line: only what Markdown would read
-    as syntax is escaped (`audit_core.report.escape_markdown`), so `South_Africa` stays as written."""
+    as syntax is escaped (`audit_core.user_text.escape_markdown`), so `South_Africa` stays as written."""
     return escape_markdown(text)
 
 
@@ -249,21 +240,6 @@ def chart(fig: go.Figure, caption: str) -> None:
     st.caption(caption)
 
 
-MISSING = "—"  # what a table or card shows for a value that does not exist: never None, nan or -0
-
-
-def _absent(value: object) -> bool:
-    return value is None or (not isinstance(value, str) and bool(pd.isna(value)))
-
-
-def number(value: object, signed: bool = False, missing: str = "—") -> str:
-    """Two decimals (with sign if `signed`), or `missing` (a dash) for a missing value."""
-    if _absent(value):
-        return missing
-    value = round(float(value), 2) + 0.0  # + 0.0 turns a rounded −0.0 into 0.0: no "-0.00"
-    return f"{value:+.2f}" if signed else f"{value:.2f}"
-
-
 def _holds(value: object) -> bool:
     return value is not None and not pd.isna(value) and bool(value)
 
@@ -283,53 +259,18 @@ def pool_facts(pool: object, judge: str) -> str:
     )
 
 
-def interval(value: object, lo: object, hi: object, signed: bool = False, missing: str = "—") -> str:
-    """"0.12 [0.05, 0.20]" (`missing`, a dash, for a missing value; no brackets without an interval)."""
-    text = number(value, signed, missing)
-    if value is None or pd.isna(value) or lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
-        return text
-    return f"{text} [{number(lo, signed)}, {number(hi, signed)}]"
-
-
 # ------------------------------------------------------------ tables
 
 
-def count(value: object) -> str:
-    """A whole number with thousands separators, or a dash."""
-    return MISSING if _absent(value) else f"{int(value):,}"
-
-
-def percent(share: object) -> str:
-    """A share as a whole percentage (a rounded −0.4% reads 0%), or a dash where it is undefined (no items)."""
-    return MISSING if _absent(share) else f"{round(float(share) * 100) + 0}%"
-
-
-def p_value(p: object) -> str:
-    """A p-value to two significant digits, "< 0.001" below that, or a dash."""
-    if _absent(p):
-        return MISSING
-    return "< 0.001" if float(p) < 0.001 else f"{float(p):.2g}"
-
-
 def text(value: object) -> str:
-    """A cell as text: yes/no for a flag, two decimals for a fraction, a dash for a missing value."""
-    if _absent(value):
+    """A cell as text: yes/no for a flag, a number for a fraction, a dash for a missing value."""
+    if absent(value):
         return MISSING
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
     if isinstance(value, float):
         return number(value)
     return visible(value)
-
-
-def three_places(value: object) -> str:
-    """Three decimals (a reliability coefficient), or a dash; never -0.000."""
-    return MISSING if _absent(value) else f"{round(float(value), 3) + 0.0:.3f}"
-
-
-def signed(value: object) -> str:
-    """Two decimals with a sign, or a dash."""
-    return number(value, signed=True)
 
 
 def words(value: object) -> str:
@@ -347,6 +288,7 @@ class Column:
     interval: bool = False
 
 
+_signed = partial(number, signed=True)  # "+0.160"
 SIDES = {"kept": "kept (the gate acts)", "rejected": "rejected (the gate abstains)"}  # a gate's two sides
 
 # The measures' names in words, shared by every page's tables (DESIGN.md defines each).
@@ -355,12 +297,12 @@ COLUMNS: dict[str, Column] = {
     "base_judge": Column("judge"), "partner": Column("with"), "threshold": Column("orders that must agree", count),
     "side": Column("side"), "n": Column("prompts", count), "coverage": Column("coverage", percent),
     "utility": Column("alignment of the pick", number, True), "regret": Column("regret", number, True),
-    "gain": Column("gain over random", signed, True), "bmr": Column("below mean", percent, True),
+    "gain": Column("gain over random", _signed, True), "bmr": Column("below mean", percent, True),
     "bmr_random": Column("below mean, random", percent), "best": Column("picks the best", percent, True),
     "random_regret": Column("regret, random", number, True), "random_utility": Column("alignment, random", number),
-    "ungated_regret": Column("regret, ungated judge", number), "ungated_gain": Column("gain, ungated judge", signed),
+    "ungated_regret": Column("regret, ungated judge", number), "ungated_gain": Column("gain, ungated judge", _signed),
     "ungated_bmr": Column("below mean, ungated judge", percent),
-    "regret_vs_ungated": Column("regret − ungated judge's", signed, True),
+    "regret_vs_ungated": Column("regret − ungated judge's", _signed, True),
     "worst_group_regret": Column("worst country's regret", number, True),
     "disparity": Column("worst − best country", number),
     "orders": Column("orders", count), "calls": Column("calls", count), "valid": Column("valid", count),
@@ -382,11 +324,11 @@ COLUMNS: dict[str, Column] = {
     "source_model": Column("generator"), "generator": Column("generator"), "country": Column("country", place),
     "alignment": Column("alignment", number),
     # rating judges (alignment page)
-    "alpha_ordinal": Column("α ordinal", three_places), "alpha_interval": Column("α interval", three_places),
+    "alpha_ordinal": Column("α ordinal", number), "alpha_interval": Column("α interval", number),
     "n_items": Column("items", count), "n_annotators": Column("annotators", count), "n_nonzero": Column("nonzero", count),
     "pool_a": Column("first pool"), "pool_b": Column("second pool"), "condition_a": Column("first condition"),
     "condition_b": Column("second condition"), "pearson": Column("Pearson r", number),
-    "mean_abs_diff": Column("mean |difference|", number), "mean_diff": Column("mean difference", signed),
+    "mean_abs_diff": Column("mean |difference|", number), "mean_diff": Column("mean difference", _signed),
     "statistic": Column("W", number), "p_value": Column("p", p_value), "consensus": Column("consensus", number),
     "votes": Column("votes", count), "rating": Column("rating", number), "parse_note": Column("parse note"),
 }
@@ -416,7 +358,7 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *, index: b
         col = _column(name, shown[name])
         bounded = col.interval and {f"{name}_lo", f"{name}_hi"} <= set(shown.columns)
         if bounded:
-            cells = [MISSING if _absent(v) else col.show(v) if _absent(lo) or _absent(hi)
+            cells = [MISSING if absent(v) else col.show(v) if absent(lo) or absent(hi)
                      else f"{col.show(v)} [{col.show(lo)}, {col.show(hi)}]"
                      for v, lo, hi in zip(shown[name], shown[f"{name}_lo"], shown[f"{name}_hi"])]
         else:
@@ -428,8 +370,6 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *, index: b
 
 # ------------------------------------------------------------ rating judges (alignment page)
 
-UNDEFINED = "undefined"  # a figure that does not exist (Pearson of a constant side), never 0
-
 
 def pools_side_by_side(rows: pd.DataFrame, index: str) -> pd.DataFrame:
     """Alignment rows (one pool each) as one text row per `index` value with, for every pool side
@@ -439,7 +379,7 @@ def pools_side_by_side(rows: pd.DataFrame, index: str) -> pd.DataFrame:
         part = part.set_index(index)
         pool, cells = visible(pool), list(part.itertuples())
         table[f"{pool} · n"] = part["n"]
-        table[f"{pool} · MAE"] = [interval(r.mae, r.mae_lo, r.mae_hi, missing=UNDEFINED) for r in cells]
-        table[f"{pool} · r"] = [interval(r.pearson, r.pearson_lo, r.pearson_hi, missing=UNDEFINED) for r in cells]
+        table[f"{pool} · MAE"] = [estimate(r.mae, r.mae_lo, r.mae_hi, missing=UNDEFINED) for r in cells]
+        table[f"{pool} · r"] = [estimate(r.pearson, r.pearson_lo, r.pearson_hi, missing=UNDEFINED) for r in cells]
         table[f"{pool} · κ"] = [number(v, missing=UNDEFINED) for v in part["qwk"]]
     return table.reset_index()

@@ -3,7 +3,7 @@ the selected gate and the composed one.
 
 Kept and rejected sides take `findings.colours.SIDE_COLOURS`, judges their colour from
 `draw.judge_colours`, a composed gate the `composed_gate` marker. Data text reaches Plotly
-through `draw.plain` and Markdown through `draw.esc`.
+through `figures.plain` and Markdown through `draw.esc`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from audit_core import SelectionData
 from audit_core.errors import InputError
 from audit_core.selection import gate_compose as gc
 from audit_core.selection.gates import PAIRED
-from findings.colours import KIND_SYMBOLS, RANDOM, SIDE_COLOURS
+from findings import figures, numbers
+from findings.colours import KIND_SYMBOLS, RANDOM
 
 COMPOSE = "compose"  # URL parameter: the composed gate's text form
 KIND_WORDS = {"orders": "orders agree (at least k of K)", "judge": "agrees with another judge",
@@ -33,9 +34,6 @@ SYNTAX = ("`judge: condition and condition or condition`, AND before OR. Conditi
 MARK = "#000000"  # the ring around the selected gate's point
 
 
-def keeps(gate: str, coverage: object) -> str:
-    """A gate's name with the share of prompts it keeps: "qwen agree>=3/3 · keeps 41%"."""
-    return f"{gate} · keeps {draw.percent(coverage)}"
 
 
 # ------------------------------------------------------------ composer
@@ -151,17 +149,17 @@ def side_cards(rows: pd.DataFrame) -> None:
     both = rows.set_index("side")
     for card, side in zip(st.columns(2), ("kept", "rejected")):
         g = both.loc[side]
-        label = f"{draw.SIDES[side].capitalize()}: {draw.count(g['n'])} prompts ({draw.percent(g['coverage'])})"
+        label = f"{draw.SIDES[side].capitalize()}: {numbers.count(g['n'])} prompts ({numbers.percent(g['coverage'])})"
         glance.cards(card, [glance.Card(
-            label, f"gain {draw.interval(g['gain'], g['gain_lo'], g['gain_hi'], signed=True)}",
+            label, f"gain {numbers.estimate(g['gain'], g['gain_lo'], g['gain_hi'], signed=True)}",
             "Gain over random of the gate's pick (kept) or the judge's own pick (rejected) on these prompts, 95% "
             "interval; a dash when there are none.")])
-        card.caption(f"regret {draw.interval(g['regret'], g['regret_lo'], g['regret_hi'])} vs random "
-                     f"{draw.number(g['random_regret'])} and ungated judge {draw.number(g['ungated_regret'])} · "
-                     f"below mean {draw.percent(g['bmr'])} vs random {draw.percent(g['bmr_random'])}")
+        card.caption(f"regret {numbers.estimate(g['regret'], g['regret_lo'], g['regret_hi'])} vs random "
+                     f"{numbers.number(g['random_regret'])} and ungated judge {numbers.number(g['ungated_regret'])} · "
+                     f"below mean {numbers.percent(g['bmr'])} vs random {numbers.percent(g['bmr_random'])}")
     kept = both.loc["kept"]
-    gain = draw.interval(kept["gain_vs_rejected"], kept["gain_vs_rejected_lo"], kept["gain_vs_rejected_hi"], signed=True)
-    regret = draw.interval(kept["regret_vs_rejected"], kept["regret_vs_rejected_lo"], kept["regret_vs_rejected_hi"],
+    gain = numbers.estimate(kept["gain_vs_rejected"], kept["gain_vs_rejected_lo"], kept["gain_vs_rejected_hi"], signed=True)
+    regret = numbers.estimate(kept["regret_vs_rejected"], kept["regret_vs_rejected_lo"], kept["regret_vs_rejected_hi"],
                            signed=True)
     st.markdown(f"**Kept − rejected:** gain {gain}, regret {regret} "
                 "(95% interval resampling all prompts together, so both sides move with the same draws)")
@@ -172,46 +170,13 @@ def gates_table(gates: pd.DataFrame) -> pd.DataFrame:
     shown = gates.assign(side=gates["side"].map(draw.SIDES))
     for stat in PAIRED:
         shown[f"kept − rejected {stat.split('_')[0]} [95%]"] = [
-            draw.interval(v, lo, hi, signed=True) for v, lo, hi in
+            numbers.estimate(v, lo, hi, signed=True) for v, lo, hi in
             zip(gates[stat], gates[f"{stat}_lo"], gates[f"{stat}_hi"])]
     dropped = [f"{s}{end}" for s in PAIRED for end in ("", "_lo", "_hi")]
     return draw.table(shown.drop(columns=dropped))
 
 
 # ------------------------------------------------------------ charts
-
-
-def gate_chart(gates: pd.DataFrame, selected: str, composed: str | None) -> go.Figure:
-    """Gain over random on the prompts each gate keeps and rejects (bars in the side colours, the
-    ungated judge there as diamonds), every gate labelled with what it keeps; the selected gate's
-    row and the composed gate's (last) are shaded and bold."""
-    order = list(dict.fromkeys(gates["gate"]))
-    kept = gates[gates["side"] == "kept"].set_index("gate")["coverage"]
-    labels = {g: ("composed: " if g == composed else "") + keeps(draw.plain(g), kept.get(g)) for g in order}
-    marked = {g for g in (selected, composed) if g}
-    labels = {g: f"<b>{text}</b>" if g in marked else text for g, text in labels.items()}
-    fig = go.Figure()
-    for side, colour in SIDE_COLOURS.items():
-        part = gates[gates["side"] == side]
-        y = part["gate"].map(labels)
-        fig.add_trace(go.Bar(
-            y=y, x=part["gain"], orientation="h", name=f"gate's pick, {side} prompts", marker_color=colour,
-            offsetgroup=side, customdata=np.column_stack([part["n"], part["coverage"]]),
-            hovertemplate="gain %{x:.3f} on %{customdata[0]} prompts (%{customdata[1]:.0%})",
-            error_x={"type": "data", "symmetric": False, "array": (part["gain_hi"] - part["gain"]).clip(lower=0),
-                     "arrayminus": (part["gain"] - part["gain_lo"]).clip(lower=0)},
-        ))
-        fig.add_trace(go.Scatter(y=y, x=part["ungated_gain"], mode="markers", offsetgroup=side,
-                                 name=f"ungated judge, {side} prompts",
-                                 marker={"symbol": "diamond-open", "size": 11, "color": "#222222", "line": {"width": 2}}))
-    for g in marked:
-        row = order.index(g)
-        fig.add_hrect(y0=row - 0.5, y1=row + 0.5, fillcolor="#FFC20A", opacity=0.18, line_width=0, layer="below")
-    fig.add_vline(x=0, line_dash="dash", line_color=RANDOM, annotation_text="random", annotation_position="top")
-    fig.update_layout(barmode="group", scattermode="group")
-    fig.update_yaxes(categoryorder="array", categoryarray=[labels[g] for g in order], autorange="reversed")
-    return draw.layout(fig, "What each gate keeps and rejects", "gain over random (alignment)", "",
-                       height=max(320, 56 * len(order) + 140))
 
 
 def country_chart(rows: pd.DataFrame, colours: Mapping[str, str], composed: str | None) -> go.Figure:
@@ -221,15 +186,15 @@ def country_chart(rows: pd.DataFrame, colours: Mapping[str, str], composed: str 
     for policy, part in rows.groupby("policy", sort=False):
         judge = part["judge"].iloc[0]
         fig.add_trace(go.Bar(
-            x=draw.plain(part["country"].map(draw.place)), y=part["coverage"],
-            name=("composed: " if policy == composed else "") + str(draw.plain(policy)),
+            x=figures.plain(part["country"].map(draw.place)), y=part["coverage"],
+            name=("composed: " if policy == composed else "") + str(figures.plain(policy)),
             marker={"color": colours.get(judge, RANDOM), "pattern": {"shape": "x" if policy == composed else ""}},
             customdata=np.column_stack([part["n"], part["prompts"]]),
             hovertemplate="%{x}: keeps %{customdata[0]} of %{customdata[1]} prompts (%{y:.0%})",
         ))
     fig.update_layout(barmode="group")
     fig.update_yaxes(tickformat=".0%", range=[0, 1])
-    return draw.layout(fig, "Coverage by country", "country", "share of the country's prompts kept")
+    return figures.layout(fig, "Coverage by country", "country", "share of the country's prompts kept")
 
 
 def risk_chart(curve: pd.DataFrame, colours: Mapping[str, str], selected: str, point: pd.DataFrame | None) -> go.Figure:
@@ -241,22 +206,22 @@ def risk_chart(curve: pd.DataFrame, colours: Mapping[str, str], selected: str, p
     for judge, part in curve[lines].groupby("judge"):
         part = part.sort_values("coverage")
         colour = colours.get(judge, RANDOM)
-        fig.add_trace(go.Scatter(x=part["coverage"], y=part["regret"], mode="lines+markers", name=draw.plain(judge),
-                                 text=draw.plain(part["policy"]), marker_color=colour,
+        fig.add_trace(go.Scatter(x=part["coverage"], y=part["regret"], mode="lines+markers", name=figures.plain(judge),
+                                 text=figures.plain(part["policy"]), marker_color=colour,
                                  hovertemplate="%{text}: regret %{y:.3f} at %{x:.0%}"))
         fig.add_trace(go.Scatter(x=part["coverage"], y=part["random_regret"], mode="lines",
-                                 name=f"random on {draw.plain(judge)}'s prompts", line={"dash": "dot", "color": colour}))
+                                 name=f"random on {figures.plain(judge)}'s prompts", line={"dash": "dot", "color": colour}))
     for kind, part in curve[~lines].groupby("kind"):
         fig.add_trace(go.Scatter(
             x=part["coverage"], y=part["regret"], mode="markers", name=draw.words(kind).replace("gate", "gates"),
-            text=draw.plain(part["policy"]), hovertemplate="%{text}: regret %{y:.3f} at %{x:.0%}",
+            text=figures.plain(part["policy"]), hovertemplate="%{text}: regret %{y:.3f} at %{x:.0%}",
             marker={"symbol": KIND_SYMBOLS.get(kind, "x"), "size": 11,
                     "color": [colours.get(j, RANDOM) for j in part["judge"]]},
         ))
     if point is not None and not point.empty:
         p = point.iloc[0]
         fig.add_trace(go.Scatter(
-            x=[p["coverage"]], y=[p["regret"]], mode="markers", name="composed gate", text=[draw.plain(p["policy"])],
+            x=[p["coverage"]], y=[p["regret"]], mode="markers", name="composed gate", text=[figures.plain(p["policy"])],
             hovertemplate="%{text}: regret %{y:.3f} at %{x:.0%}",
             error_y={"type": "data", "symmetric": False, "array": [max(p["regret_hi"] - p["regret"], 0)],
                      "arrayminus": [max(p["regret"] - p["regret_lo"], 0)]},
@@ -272,4 +237,4 @@ def risk_chart(curve: pd.DataFrame, colours: Mapping[str, str], selected: str, p
                                  text=["selected"], textposition="top center", hoverinfo="skip",
                                  marker={"symbol": "circle-open", "size": 24, "color": MARK, "line": {"width": 2}}))
     fig.update_xaxes(tickformat=".0%")
-    return draw.layout(fig, "Risk–coverage", "coverage (share of prompts acted on)", "selective regret", height=440)
+    return figures.layout(fig, "Risk–coverage", "coverage (share of prompts acted on)", "selective regret", height=440)

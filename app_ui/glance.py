@@ -13,8 +13,8 @@ import streamlit as st
 
 from app_ui import draw
 from app_ui.context import Selection
-from audit_core.report import escape_markdown, visible
-from findings import colours
+from audit_core.user_text import escape_markdown, visible
+from findings import colours, numbers
 from findings.figures import with_coverage
 
 GATED = ("order_gate", "judge_gate", "scorer_gate", "composed_gate")  # kinds that act on part of the prompts
@@ -30,7 +30,7 @@ def name_colours(sel: Selection) -> dict[str, str]:
 def coverage_labels(policies: pd.DataFrame, name: str = "policy") -> pd.Series:
     """Each row's `name`, with its coverage beside it when it is gated (a kind in GATED) or acts on
     fewer than all prompts (rounded below 100%)."""
-    partial = policies["coverage"].map(lambda c: draw.percent(c) != "100%")
+    partial = policies["coverage"].map(lambda c: numbers.percent(c) != "100%")
     gated = policies["kind"].isin(GATED) | partial
     return pd.Series([with_coverage(n, c) if g else str(n) for n, c, g in
                       zip(policies[name], policies["coverage"], gated)], index=policies.index)
@@ -38,10 +38,10 @@ def coverage_labels(policies: pd.DataFrame, name: str = "policy") -> pd.Series:
 
 def percent_interval(value: object, lo: object, hi: object) -> str:
     """"49% [46%, 52%]", the value alone without bounds, a dash without a value."""
-    text = draw.percent(value)
-    if text == draw.MISSING or draw.MISSING in (draw.percent(lo), draw.percent(hi)):
+    text = numbers.percent(value)
+    if text == numbers.MISSING or numbers.MISSING in (numbers.percent(lo), numbers.percent(hi)):
         return text
-    return f"{text} [{draw.percent(lo)}, {draw.percent(hi)}]"
+    return f"{text} [{numbers.percent(lo)}, {numbers.percent(hi)}]"
 
 
 def judge_table(judges: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
@@ -102,5 +102,5 @@ def visible_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def times(ratio: object) -> str:
     """A cost ratio as "2.57×", a dash where it is unknown."""
-    text = draw.number(ratio)
-    return text if text == draw.MISSING else f"{text}×"
+    text = numbers.number(ratio)
+    return text if text == numbers.MISSING else f"{text}×"

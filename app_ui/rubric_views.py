@@ -16,6 +16,7 @@ from app_ui import context, draw, glance
 from app_ui.context import Selection
 from audit_core import RatingData, store
 from audit_core.rating.rubric_vs_scorer import RubricVsScorer, rubric_vs_scorer
+from findings import figures, numbers
 
 NO_SCORER = ("No content scorer is recorded on this dataset, so the rubric has nothing to stand beside. Record "
              "one with `python -m runners.score --db DB --dataset NAME --scorer NAME --backend clip --model "
@@ -41,9 +42,9 @@ def comparison_table(correlations: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "judge": correlations["judge"], "condition": correlations["condition"], "scorer": correlations["scorer"],
         "items": correlations["n"], "unrated": correlations["unrated"],
-        "Pearson r": [draw.interval(v, lo, hi, missing=draw.UNDEFINED) for v, lo, hi in
+        "Pearson r": [numbers.estimate(v, lo, hi, missing=numbers.UNDEFINED) for v, lo, hi in
                       zip(correlations["pearson"], correlations["pearson_lo"], correlations["pearson_hi"])],
-        "Spearman ρ": [draw.interval(v, lo, hi, missing=draw.UNDEFINED) for v, lo, hi in
+        "Spearman ρ": [numbers.estimate(v, lo, hi, missing=numbers.UNDEFINED) for v, lo, hi in
                        zip(correlations["spearman"], correlations["spearman_lo"], correlations["spearman_hi"])],
     })
 
@@ -52,12 +53,12 @@ def item_scatter(items: pd.DataFrame, title: str, scorer: str, colour: str) -> g
     """One point per item: the rescaled rubric (x) against the scorer's score (y), the item named on hover."""
     fig = go.Figure(go.Scatter(
         x=items["rubric_scaled"], y=items["score"], mode="markers", marker={"color": colour, "opacity": 0.6},
-        customdata=items[["candidate_id", "rating"]].map(draw.plain).to_numpy(),
+        customdata=items[["candidate_id", "rating"]].map(figures.plain).to_numpy(),
         hovertemplate="%{customdata[0]}<br>rating %{customdata[1]} → %{x:.2f}<br>score %{y:.3f}<extra></extra>",
-        name=draw.plain(scorer)))
+        name=figures.plain(scorer)))
     fig.update_xaxes(range=[-1.1, 1.1])
-    return draw.layout(fig, title, "rubric rescaled to [−1, 1]  (2(r − lo)/(hi − lo) − 1)",
-                       f"{draw.plain(scorer)} score")
+    return figures.layout(fig, title, "rubric rescaled to [−1, 1]  (2(r − lo)/(hi − lo) − 1)",
+                       f"{figures.plain(scorer)} score")
 
 
 def rubric_vs_scorer_section(sel: Selection, judge: str | None, condition: str | None) -> None:
@@ -82,6 +83,6 @@ def rubric_vs_scorer_section(sel: Selection, judge: str | None, condition: str |
     items = result.items
     mine = items[(items["judge"] == judge) & (items["condition"] == condition) & (items["scorer"] == scorer)]
     colour = draw.judge_colours(sorted(set(result.correlations["judge"])))[judge]
-    draw.chart(item_scatter(mine, f"{draw.plain(judge)} · {draw.plain(condition)} beside {draw.plain(scorer)}",
+    draw.chart(item_scatter(mine, f"{figures.plain(judge)} · {figures.plain(condition)} beside {figures.plain(scorer)}",
                             scorer, colour),
                f"{len(mine)} items rated and scored; hover for the item, its rating and its score.")

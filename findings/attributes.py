@@ -7,22 +7,15 @@ from __future__ import annotations
 import pandas as pd
 
 from audit_core.attributes.audit import DEFAULT_CONDITION
-from audit_core.report import interval, percent
 from findings import figures
 from findings.blocks import Figure, Paragraph, Section, Table
 from findings.inputs import ReportInput
+from findings.numbers import MISSING, UNDEFINED, percent, share_of
 
 BASELINE_BACKEND = "clip"  # the contrastive zero-shot baseline's runs (runners/labels/clip_labels.py)
-UNDEFINED = "undefined"
 POLICIES = (("accuracy_miss", "abstentions count as misses"), ("accuracy_exclude", "abstentions left out"))
 
 
-def _share(row: dict, stat: str) -> str:
-    """"83% [76%, 90%]"; "undefined" where the share does not exist (nothing left to score)."""
-    value = row.get(stat)
-    if value is None or pd.isna(value):
-        return UNDEFINED
-    return percent(value) + interval(row.get(f"{stat}_lo"), row.get(f"{stat}_hi"), fmt=percent)
 
 
 def _who(row: dict) -> str:
@@ -42,7 +35,7 @@ def accuracy(report: ReportInput) -> Section:
     """Coverage and accuracy under both policies per judge and attribute, default condition, with two figures."""
     shown = _default_cells(report)
     rows = [[_who(r), str(r["condition"]), str(r["attribute"]), str(int(r["n"])), percent(r["coverage"]),
-             _share(r, "accuracy_miss"), _share(r, "accuracy_exclude"), percent(r["off_taxonomy"]),
+             share_of(r, "accuracy_miss", UNDEFINED), share_of(r, "accuracy_exclude", UNDEFINED), percent(r["off_taxonomy"]),
              str(r["abstention"])] for r in shown.to_dict("records")]
     blocks = [
         Paragraph("Coverage = answered / asked. Accuracy with abstentions as misses = correct / asked; with "
@@ -73,8 +66,8 @@ def ablations(report: ReportInput) -> Section | None:
         return None
     mine = macro[macro["judge"].isin(judges)]
     rows = [[str(r["judge"]), str(r["condition"]), str(int(r["attributes"])), percent(r["coverage"]),
-             percent(r["abstain_share"]), percent(r["off_taxonomy"]), _share(r, "accuracy_miss"),
-             _share(r, "accuracy_exclude")] for r in mine.to_dict("records")]
+             percent(r["abstain_share"]), percent(r["off_taxonomy"]), share_of(r, "accuracy_miss", UNDEFINED),
+             share_of(r, "accuracy_exclude", UNDEFINED)] for r in mine.to_dict("records")]
     blocks = [Table(["judge", "condition", "attributes", "coverage", "abstained", "off taxonomy",
                      "accuracy, misses", "accuracy, excluded"], rows,
                     "Macro means over each judge's populated attributes, per condition: no_label_list withholds the "
@@ -87,7 +80,7 @@ def ablations(report: ReportInput) -> Section | None:
         by = part.set_index("condition")
         wide.append([str(judge), str(attribute), *(
             f"{percent(by.loc[c, 'coverage'])} · {percent(by.loc[c, 'abstain_share'])} · "
-            f"{percent(by.loc[c, 'off_taxonomy'])}" if c in by.index else "—" for c in conditions)])
+            f"{percent(by.loc[c, 'off_taxonomy'])}" if c in by.index else MISSING for c in conditions)])
     blocks.append(Table(["judge", "attribute", *conditions], wide,
                         "Per attribute and condition: coverage · abstained · off the taxonomy."))
     return Section("ablations", "Attribute judges: the ablations side by side", blocks)
@@ -108,7 +101,7 @@ def baseline(report: ReportInput) -> Section:
         for attribute in dict.fromkeys(clip["attribute"]):
             cells = [by.loc[(j, attribute)].to_dict() if (j, attribute) in by.index else None for j in [base, *judges]]
             rows.append([str(base), str(attribute), *(
-                f"{_share(c, 'accuracy_miss')} · {_share(c, 'accuracy_exclude')}" if c is not None else "—"
+                f"{share_of(c, 'accuracy_miss', UNDEFINED)} · {share_of(c, 'accuracy_exclude', UNDEFINED)}" if c is not None else MISSING
                 for c in cells)])
     return Section("baseline", "Attribute judges: the CLIP baseline", [
         Paragraph("The baseline answers every image with the label whose templated prompts score highest (no "

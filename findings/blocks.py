@@ -1,7 +1,7 @@
 """The pieces a report section is made of, each rendered both as HTML and as Markdown.
 
 Every text in a block is plain text (data strings included): `html` escapes it with
-`audit_core.report.escape_html`, `markdown` with `audit_core.report.escape_markdown`, so a
+`audit_core.user_text.escape_html`, `markdown` with `audit_core.user_text.escape_markdown`, so a
 judge named `<script>` or `*x*` reads literally in both, and a direction override in a name
 shows as a marker (`⟨U+202E⟩`) in both instead of reordering the numbers beside it. Figures are Plotly figures, drawn inline in
 the HTML (plotly.js is embedded once per document) and referenced in the Markdown by their
@@ -15,9 +15,16 @@ from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
-from audit_core.report import escape_html, escape_markdown, markdown_table
+from audit_core.user_text import escape_html, escape_markdown
 
 FIGURE_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+def markdown_table(header: Sequence[str], rows: list[list[str]]) -> list[str]:
+    """Lines of a GFM table of plain-text cells (each escaped here)."""
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(escape_markdown(c) for c in cells) + " |"
+    return [line(header), "|" + "---|" * len(header), *(line(r) for r in rows)]
 
 
 @dataclass(frozen=True)

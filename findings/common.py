@@ -11,6 +11,7 @@ import pandas as pd
 from audit_core.store.schema import DEFAULT_POOL
 from findings.blocks import Paragraph, Section, Table
 from findings.inputs import ReportInput
+from findings.numbers import MISSING, absent, count
 
 LIBRARIES = ("duckdb", "numpy", "pandas", "scipy", "plotly", "kaleido", "pillow")
 
@@ -95,7 +96,7 @@ def _libraries(runs: pd.DataFrame) -> dict[str, set[str]]:
 
 
 def _text(value: object) -> str:
-    return "—" if value is None or (not isinstance(value, str) and pd.isna(value)) or value == "" else str(value)
+    return MISSING if absent(value) or value == "" else str(value)
 
 
 def provenance(report: ReportInput) -> Section:
@@ -106,9 +107,9 @@ def provenance(report: ReportInput) -> Section:
     facts = [["dataset", report.dataset_id], ["source", _text(row.get("source"))],
              ["revision", _text(row.get("source_revision"))], ["notes", _text(row.get("notes"))],
              ["manifest sha256", _text(row.get("manifest_sha256"))],
-             ["bootstrap resamples", f"{audit.resamples:,}" if audit is not None else "—"],
-             ["seed", str(audit.seed) if audit is not None else "—"], ["reference pool", report.pool],
-             ["report built with", ", ".join(f"{k} {v}" for k, v in sorted(report.versions.items())) or "—"]]
+             ["bootstrap resamples", count(audit.resamples) if audit is not None else MISSING],
+             ["seed", str(audit.seed) if audit is not None else MISSING], ["reference pool", report.pool],
+             ["report built with", ", ".join(f"{k} {v}" for k, v in sorted(report.versions.items())) or MISSING]]
     blocks = [Table(["what", "value"], facts, "The dataset and this report.")]
     runs = report.runs
     if not runs.empty:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from plotly.offline import get_plotlyjs
 
-from audit_core.report import escape_html, escape_markdown
+from audit_core.user_text import escape_html, escape_markdown
 from findings.blocks import Section
 from findings.inputs import ReportInput
 

@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from audit_core.report import escape_html
+from audit_core.user_text import escape_html
 from findings import colours
+from findings.numbers import percent
 
 POOL_COLOURS: tuple[str, ...] = ("#555555", "#999999", "#333333", "#BBBBBB")  # people in greys, judges in colour
 SELECTED_BAND = "rgba(255, 194, 10, 0.22)"  # behind a selected gate's row
@@ -38,7 +39,7 @@ def layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int =
 
 def plain(text: object) -> object:
     """Data text for Plotly, which reads a subset of HTML in names and tick labels: escaped, with
-    invisible and direction-steering characters shown as markers (`audit_core.report.escape_html`).
+    invisible and direction-steering characters shown as markers (`audit_core.user_text.escape_html`).
 
     A pandas Series is escaped element-wise.
     """
@@ -47,11 +48,6 @@ def plain(text: object) -> object:
     return escape_html(text)
 
 
-def percent(share: object) -> str:
-    """A share as a whole percentage ("41%"), a dash where it is undefined; never "-0%"."""
-    if share is None or pd.isna(share):
-        return "—"
-    return f"{round(float(share) * 100) + 0}%"
 
 
 def with_coverage(name: object, coverage: object) -> str:
@@ -129,15 +125,20 @@ def slot_chart(positions: pd.DataFrame, names: Mapping[str, str]) -> go.Figure:
     return layout(fig, "Which slot each judge picks", "slot (A = shown first)", "share of valid calls")
 
 
-def gate_chart(gates: pd.DataFrame, selected: str | None = None) -> go.Figure:
+def gate_chart(gates: pd.DataFrame, selected: str | None = None, composed: str | None = None) -> go.Figure:
     """Gain over random on the prompts each gate keeps and rejects (bars in `SIDE_COLOURS`), with
     the ungated judge there (open diamonds); each gate's name carries its kept side's coverage.
 
-    Horizontal bars, one row per gate, so long gate names stay readable; the row of the gate
-    named `selected` is shaded.
+    Horizontal bars, one row per gate, so long gate names stay readable; the rows of the gate
+    named `selected` and of the `composed` gate (named "composed: …") are shaded and bold.
     """
+    order = list(dict.fromkeys(gates["gate"]))
     kept_coverage = gates[gates["side"] == "kept"].set_index("gate")["coverage"]
-    label = {g: plain(with_coverage(g, kept_coverage.get(g))) for g in gates["gate"].unique()}
+    marked = [g for g in dict.fromkeys((selected, composed)) if g in order]
+    label = {}
+    for g in order:
+        text = plain(with_coverage(f"composed: {g}" if g == composed else g, kept_coverage.get(g)))
+        label[g] = f"<b>{text}</b>" if g in marked else text
     fig = go.Figure()
     for side, colour in colours.SIDE_COLOURS.items():
         part = gates[gates["side"] == side]
@@ -151,14 +152,14 @@ def gate_chart(gates: pd.DataFrame, selected: str | None = None) -> go.Figure:
             name=f"ungated judge, {side} prompts",
             marker={"symbol": "diamond-open", "size": 12, "color": colours.ORACLE, "line": {"width": 2}},
         ))
-    if selected is not None and selected in label:
-        fig.add_hrect(y0=list(label).index(selected) - 0.5, y1=list(label).index(selected) + 0.5,
-                      fillcolor=SELECTED_BAND, line_width=0, layer="below")
+    for g in marked:
+        row = order.index(g)
+        fig.add_hrect(y0=row - 0.5, y1=row + 0.5, fillcolor=SELECTED_BAND, line_width=0, layer="below")
     fig.add_vline(x=0, line_dash="dash", line_color=colours.RANDOM, annotation_text="random", annotation_position="top")
     fig.update_layout(barmode="group", scattermode="group")
-    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=list(label.values()))
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=[label[g] for g in order])
     return layout(fig, "What each gate keeps and rejects", "gain over random (alignment)", "",
-                  height=max(320, 56 * len(label) + 140))
+                  height=max(320, 56 * len(order) + 140))
 
 
 def gate_difference_chart(policies: pd.DataFrame, stat: str = "gain_vs_rejected") -> go.Figure:

@@ -4,20 +4,11 @@ all from `audit_core.rating.audit`."""
 
 from __future__ import annotations
 
-import pandas as pd
-
 from audit_core.rating.audit import rating_distribution
-from audit_core.report import interval, number, percent
 from findings import figures
 from findings.blocks import Figure, Paragraph, Section, Table
 from findings.inputs import ReportInput
-
-
-def _value(row: dict, stat: str, signed: bool = False) -> str:
-    """"0.412 [0.380, 0.455]"; "undefined" where the statistic does not exist (a constant side)."""
-    if row.get(stat) is None or pd.isna(row.get(stat)):
-        return "undefined"
-    return number(row[stat], signed) + interval(row.get(f"{stat}_lo"), row.get(f"{stat}_hi"), signed=signed)
+from findings.numbers import UNDEFINED, estimate_of, number, percent
 
 
 def alignment(report: ReportInput) -> Section:
@@ -25,7 +16,8 @@ def alignment(report: ReportInput) -> Section:
     table = report.rating.alignment
     overall = table[table["group"] == "all"]
     rows = [[str(r["judge"]), str(r["condition"]), str(r["pool"]), str(int(r["n"])), str(int(r["abstained"])),
-             _value(r, "mae"), _value(r, "pearson"), "undefined" if pd.isna(r["qwk"]) else number(r["qwk"]),
+             estimate_of(r, "mae", missing=UNDEFINED), estimate_of(r, "pearson", missing=UNDEFINED),
+             number(r["qwk"], missing=UNDEFINED),
              f"{percent(r['floor_share'])} vs {percent(r['pool_floor_share'])}"]
             for r in overall.to_dict("records")]
     blocks = [Table(["judge", "condition", "pool", "items rated", "abstained", "MAE [95% CI]", "Pearson r [95% CI]",
@@ -47,8 +39,9 @@ def tilt(report: ReportInput) -> Section | None:
     overall = table[table["group"] == "all"]
     if overall.empty:
         return None
-    rows = [[str(r["judge"]), str(r["condition"]), f"{r['pool_a']} vs {r['pool_b']}", _value(r, "delta", True),
-             _value(r, "tilt", True), str(int(r["n_tilt"]))] for r in overall.to_dict("records")]
+    rows = [[str(r["judge"]), str(r["condition"]), f"{r['pool_a']} vs {r['pool_b']}",
+             estimate_of(r, "delta", True, UNDEFINED),
+             estimate_of(r, "tilt", True, UNDEFINED), str(int(r["n_tilt"]))] for r in overall.to_dict("records")]
     shown = overall.assign(rater=overall["judge"] + " · " + overall["condition"])
     return Section("tilt", "Rating judges: tilt between pools", [
         Table(["judge", "condition", "pools", "Δ = MAE a − MAE b [95% CI]", "tilt T [95% CI]", "items (T)"], rows,

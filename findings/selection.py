@@ -1,52 +1,117 @@
 """The report's sections on selector judges (datasets with alignment ratings): headline
 estimates, position bias, gates, every policy, countries, cultural errors and the galleries.
 
-Numbers are formatted as in `audit_core.report` (three decimals, whole percentages) from the
-`SelectionAudit` frames, so the report states exactly what summary.json holds.
+Numbers are formatted by `findings.numbers` from the `SelectionAudit` frames, so the report
+states exactly what summary.json holds. The judge paragraphs and the worst-country and cultural
+rows also serve `findings.summary` (the Markdown summary of `runners.analyze`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 
-from audit_core.report import (
-    CULTURAL_HEADER,
-    CULTURAL_KINDS,
-    WORST_COUNTRY_HEADER,
-    cultural_rows,
-    gain_text,
-    interval,
-    judge_paragraph,
-    number,
-    percent,
-    worst_country_rows,
-    zero_reading,
-)
 from audit_core.selection import galleries, metrics
+from audit_core.selection.audit import SelectionAudit
 from audit_core.store.schema import ERROR_OUTCOMES
 from findings import colours, figures
 from findings.blocks import Figure, Gallery, Paragraph, PoolCard, Section, Table, Tile
 from findings.inputs import ReportInput
+from findings.numbers import MISSING, absent, estimate_of, interval, number, p_value, percent, share_of, zero_reading
 
 HEADLINE_KINDS = ("random", "oracle", "judge", "majority", "scorer")
 HEADLINE_HEADER = ("policy", "prompts", "coverage", "gain [95% CI]", "regret [95% CI]", "below mean [95% CI]",
                    "below mean, random", "picks the best [95% CI]")
 GATED_KINDS = ("order_gate", "judge_gate", "scorer_gate", "composed_gate")
+CULTURAL_KINDS = ("judge", "majority", "scorer")
 
 
-def _value(row: dict, stat: str, signed: bool = False) -> str:
-    """"0.160 [0.136, 0.184]": a statistic with its 95% interval (a dash where it is undefined)."""
-    return number(row.get(stat), signed) + interval(row.get(f"{stat}_lo"), row.get(f"{stat}_hi"), signed=signed)
 
 
-def _share(row: dict, stat: str) -> str:
-    return percent(row.get(stat)) + interval(row.get(f"{stat}_lo"), row.get(f"{stat}_hi"), percent)
+
+
+def judge_paragraph(judge: Mapping[str, object], p: Mapping[str, object], prompts: int) -> str:
+    """The headline sentences of one selector judge (its summary row and order-0 policy row)."""
+    calls, parse_fail = int(judge["calls"]), int(judge["parse_fail"])
+    share = f" ({parse_fail / calls:.1%} of calls)" if calls else ""
+    status = (f"Calls: {calls} recorded, {int(judge['valid'])} valid; parse failures {parse_fail}{share},"
+              f" runtime failures {int(judge['runtime_fail'])}, recovered by the lenient parser {int(judge['recovered'])}.")
+    if int(p["n"]) == 0:
+        return f"The order-0 pick never returned a valid image, so no selection measure is defined. {status}"
+    bmr_words = ("more below-mean picks than random", "fewer below-mean picks than random")
+    sentences = [
+        f"Order-0 pick on {int(p['n'])} of {prompts} prompts ({percent(p['coverage'])} coverage).",
+        f"Gain over random {number(p['gain'], True)}{interval(p['gain_lo'], p['gain_hi'], signed=True)}"
+        f" ({zero_reading(p['gain_lo'], p['gain_hi'], 'above random', 'below random')});"
+        f" regret {number(p['regret'])}{interval(p['regret_lo'], p['regret_hi'])} vs {number(p['random_regret'])} for random.",
+        f"Below-mean rate {percent(p['bmr'])}{interval(p['bmr_lo'], p['bmr_hi'], percent)} vs random's matched"
+        f" {percent(p['bmr_random'])} (difference: {zero_reading(p['bmr_delta_lo'], p['bmr_delta_hi'], *bmr_words)}).",
+    ]
+    p = judge["chi2_p"]
+    if not absent(p):
+        shown = p_value(p)
+        verdict = ("slot shares differ from uniform at the 5% level" if float(p) < 0.05
+                   else "no evidence at the 5% level that slot shares differ from uniform")
+        chi2 = f"χ² = {float(judge['chi2']):.1f} (df {int(judge['chi2_df'])}), p {shown if shown.startswith('<') else '= ' + shown}"
+        sentences.append(f"First-slot share {percent(judge['first_slot'])} of valid calls vs"
+                         f" {percent(judge['first_slot_uniform'])} under uniform choice; {chi2}: {verdict}.")
+    if int(judge["orders"]) < 2:
+        sentences.append("One presentation order recorded: order flips are not measured.")
+    elif int(judge["flip_n"]):
+        sentences.append(f"The returned image changes across the {int(judge['orders'])} orders on {percent(judge['flip_rate'])}"
+                         f" of the {int(judge['flip_n'])} prompts where every order parsed.")
+    else:
+        sentences.append("No prompt parsed in every order, so the flip rate is undefined.")
+    return " ".join([*sentences, status])
+
+
+
+
+WORST_COUNTRY_HEADER = ("judge", "worst country", "regret [95% CI]", "random, same prompts", "acted on (coverage)",
+                        "countries covered")
+
+
+def worst_country_rows(result: SelectionAudit) -> list[list[str]]:
+    """Per judge: the covered country with the highest regret of the order-0 pick."""
+    rows = []
+    for name in result.judges["judge"]:
+        groups = result.groups[result.groups["policy"] == name]
+        covered = groups[groups["n"] > 0]
+        if covered.empty:
+            rows.append([str(name), "—", "—", "—", "—", f"0 of {len(groups)}"])
+            continue
+        w = covered.loc[covered["regret"].idxmax()]
+        # random's regret on the same prompts is h* − h̄ = gain + regret
+        rows.append([str(name), str(w["country"]),
+                     number(w["regret"]) + interval(w["regret_lo"], w["regret_hi"]), number(w["regret"] + w["gain"]),
+                     f"{int(w['n'])} of {int(w['prompts'])} ({percent(w['coverage'])})", f"{len(covered)} of {len(groups)}"])
+    return rows
+
+
+CULTURAL_HEADER = ("policy", "error", "pools", "n", "delta", "95% CI", "Bonferroni CI", "reading")
+
+
+def cultural_rows(cultural: pd.DataFrame) -> list[list[str]] | None:
+    """Error deltas of judges, majority votes and scorers whose interval excludes 0 (the
+    Bonferroni interval where there is one); None when there is no error delta at all."""
+    errors = cultural[cultural["outcome"].isin(ERROR_OUTCOMES) & cultural["kind"].isin(CULTURAL_KINDS)]
+    if errors.empty:
+        return None
+    bonf = errors["delta_lo_bonf"].notna() & errors["delta_hi_bonf"].notna()
+    lo, hi = errors["delta_lo_bonf"].where(bonf, errors["delta_lo"]), errors["delta_hi_bonf"].where(bonf, errors["delta_hi"])
+    return [[str(r["policy"]), r["outcome"].replace("_", " "), r["subset"], str(int(r["n"])),
+             number(r["delta"], True), interval(r["delta_lo"], r["delta_hi"], signed=True).strip() or "—",
+             interval(r["delta_lo_bonf"], r["delta_hi_bonf"], signed=True).strip() or "—",
+             "fewer errors than random" if r["delta"] < 0 else "more errors than random"]
+            for r in errors[(lo > 0) | (hi < 0)].to_dict("records")]
 
 
 def headline_rows(policies: pd.DataFrame, kinds: tuple[str, ...] = HEADLINE_KINDS) -> list[list[str]]:
     """Per policy of `kinds`: prompts, coverage, gain, regret, below-mean and best rates (intervals)."""
-    return [[str(r["policy"]), str(int(r["n"])), percent(r["coverage"]), _value(r, "gain", True), _value(r, "regret"),
-             _share(r, "bmr"), percent(r["bmr_random"]), _share(r, "best")]
+    return [[str(r["policy"]), str(int(r["n"])), percent(r["coverage"]), estimate_of(r, "gain", True),
+             estimate_of(r, "regret"),
+             share_of(r, "bmr"), percent(r["bmr_random"]), share_of(r, "best")]
             for r in policies[policies["kind"].isin(kinds)].to_dict("records")]
 
 
@@ -76,11 +141,10 @@ def position_bias(report: ReportInput) -> Section | None:
         return None
     rows = []
     for j in judges.to_dict("records"):
-        p = j["chi2_p"]
-        rows.append([str(j["judge"]), str(int(j["valid"])), _share(j, "first_slot"), percent(j["first_slot_uniform"]),
-                     "—" if pd.isna(j["chi2"]) else f"{float(j['chi2']):.1f} (df {int(j['chi2_df'])})",
-                     "—" if pd.isna(p) else "< 0.001" if float(p) < 0.001 else f"{float(p):.2g}",
-                     _share(j, "flip_rate") if int(j["orders"]) > 1 else "one order", str(int(j["flip_n"]))])
+        rows.append([str(j["judge"]), str(int(j["valid"])), share_of(j, "first_slot"), percent(j["first_slot_uniform"]),
+                     MISSING if absent(j["chi2"]) else f"{float(j['chi2']):.1f} (df {int(j['chi2_df'])})",
+                     p_value(j["chi2_p"]),
+                     share_of(j, "flip_rate") if int(j["orders"]) > 1 else "one order", str(int(j["flip_n"]))])
     return Section("position", "Position bias", [
         Table(["judge", "valid calls", "first slot [95% CI]", "first slot if unbiased", "χ²", "p",
                "flip rate [95% CI]", "prompts in every order"], rows,
@@ -104,9 +168,10 @@ def gate_rows(gates: pd.DataFrame, policies: pd.DataFrame) -> list[list[str]]:
         else:
             reading = zero_reading(diff["gain_vs_rejected_lo"], diff["gain_vs_rejected_hi"], "kept above rejected",
                                    "kept below rejected")
-        rows.append([str(gate), f"{int(kept['n'])} ({percent(kept['coverage'])})", gain_text(kept), _value(kept, "regret"),
-                     f"{int(rej['n'])} ({percent(rej['coverage'])})", gain_text(rej), _value(rej, "regret"),
-                     _value(diff, "gain_vs_rejected", True), _value(diff, "regret_vs_rejected", True), reading])
+        rows.append([str(gate), f"{int(kept['n'])} ({percent(kept['coverage'])})", estimate_of(kept, "gain", True),
+                     estimate_of(kept, "regret"),
+                     f"{int(rej['n'])} ({percent(rej['coverage'])})", estimate_of(rej, "gain", True), estimate_of(rej, "regret"),
+                     estimate_of(diff, "gain_vs_rejected", True), estimate_of(diff, "regret_vs_rejected", True), reading])
     return rows
 
 
@@ -150,7 +215,7 @@ def countries(report: ReportInput) -> Section | None:
     if result.judges.empty or result.groups.empty:
         return None
     policies = result.policies[result.policies["kind"].isin(("judge", "majority", "scorer", *GATED_KINDS))]
-    rows = [[str(r["policy"]), percent(r["coverage"]), _value(r, "worst_group_regret"), number(r["disparity"]),
+    rows = [[str(r["policy"]), percent(r["coverage"]), estimate_of(r, "worst_group_regret"), number(r["disparity"]),
              str(int(r["countries_covered"])) if pd.notna(r["countries_covered"]) else "—"]
             for r in policies.to_dict("records")]
     return Section("countries", "Regret by country", [

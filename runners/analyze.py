@@ -38,10 +38,11 @@ from pathlib import Path
 from audit_core import AttributeAudit, RatingAudit, SelectionAudit
 from audit_core.errors import DatabaseFileError, InputError
 from audit_core.rating.rubric_vs_scorer import RubricVsScorer
-from audit_core.report import escape_markdown, findings_markdown, source_note
 from audit_core.store import audit_cache
 from audit_core.store.schema import DEFAULT_POOL
+from audit_core.user_text import escape_markdown
 from findings.output_folder import OutputFolder, check_out
+from findings.summary import findings_markdown, source_note
 from runners.audits import run_audits
 from runners.command import STORAGE_ERRORS, storage_failed
 

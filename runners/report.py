@@ -23,13 +23,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from audit_core.errors import InputError
-from audit_core.report import source_note
 from audit_core.store.schema import DEFAULT_POOL
 from findings import document, export, images
 from findings.common import library_versions
 from findings.inputs import ReportInput
 from findings.output_folder import OutputFolder, check_out
 from findings.sections import build_sections
+from findings.summary import source_note
 from runners.analyze import UNWRITTEN, non_negative, write_result
 from runners.audits import run_audits
 from runners.command import STORAGE_ERRORS, storage_failed

@@ -72,9 +72,9 @@ def test_overview_numbers_are_the_audits(rating_db):
     at = open_page(rating_db, "alignment", rater="copy")
     row = result.alignment.set_index(["judge", "condition", "pool", "group"]).loc[("copy", "default", "b", "all")]
     cards = metrics(at)
-    assert cards["MAE vs a"] == "0.00 [0.00, 0.00]"
-    assert cards["MAE vs b"] == f"{row['mae']:.2f} [{row['mae_lo']:.2f}, {row['mae_hi']:.2f}]"
-    assert cards["T (a vs b)"] == "+1.00 [+1.00, +1.00]"
+    assert cards["MAE vs a"] == "0.000 [0.000, 0.000]"
+    assert cards["MAE vs b"] == f"{row['mae']:.3f} [{row['mae_lo']:.3f}, {row['mae_hi']:.3f}]"
+    assert cards["T (a vs b)"] == "+1.000 [+1.000, +1.000]"
 
 
 def test_url_restores_judge_condition_group_and_item(rating_db):
@@ -133,7 +133,7 @@ def test_reference_pool_changes_the_selection_audit(pools_db):
     finally:
         con.close()
     alpha = strict.policies.set_index("policy").loc["alpha"]
-    assert f"{alpha['gain']:+.2f} [{alpha['gain_lo']:+.2f}, {alpha['gain_hi']:+.2f}]" in after.values()
+    assert f"{alpha['gain']:+.3f} [{alpha['gain_lo']:+.3f}, {alpha['gain_hi']:+.3f}]" in after.values()
 
     linked = open_page(pools_db, "gates", pool="strict")  # a link keeps the pool
     assert linked.sidebar.selectbox(key="pool").value == "strict"

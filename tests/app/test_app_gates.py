@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_ui import draw
 from audit_core.selection import gate_compose as gc
 from audit_core.selection.audit import audit_selection
+from findings import figures, numbers
 from tests.support.app import build_app_db, cards, load_tiny, open_app
 
 pytestmark = pytest.mark.usefixtures("data_folder")  # the app may open the test databases (tests/conftest.py)
@@ -58,20 +58,20 @@ def test_a_link_with_a_composed_gate_shows_its_audit_and_marks_it_in_every_chart
     kept, rejected = (composed.gates.set_index("side").loc[s] for s in ("kept", "rejected"))
     sides = cards(at)
     assert len(sides) == 4  # the selected standard gate's two sides, then the composed gate's
-    assert sides[2] == (f"Kept (the gate acts): {kept['n']} prompts ({draw.percent(kept['coverage'])})",
-                        f"gain {draw.interval(kept['gain'], kept['gain_lo'], kept['gain_hi'], signed=True)}")
+    assert sides[2] == (f"Kept (the gate acts): {kept['n']} prompts ({numbers.percent(kept['coverage'])})",
+                        f"gain {numbers.estimate(kept['gain'], kept['gain_lo'], kept['gain_hi'], signed=True)}")
     assert sides[3][0].startswith(f"Rejected (the gate abstains): {rejected['n']} prompts")
-    difference = draw.interval(kept["gain_vs_rejected"], kept["gain_vs_rejected_lo"], kept["gain_vs_rejected_hi"],
-                               signed=True)
+    difference = numbers.estimate(kept["gain_vs_rejected"], kept["gain_vs_rejected_lo"], kept["gain_vs_rejected_hi"],
+                                  signed=True)
     assert any(m.value.startswith(f"**Kept − rejected:** gain {difference}") for m in at.markdown)
 
     shown = charts(at)
     bars = trace(shown["What each gate keeps and rejects"], "gate's pick, kept prompts")
-    label = f"<b>composed: {draw.plain(GATE)} · keeps {draw.percent(kept['coverage'])}</b>"
+    label = f"<b>{figures.plain(f'composed: {GATE}')} ({numbers.percent(kept['coverage'])} of prompts)</b>"
     assert label in bars["y"] and bars["x"][bars["y"].index(label)] == pytest.approx(kept["gain"])
-    assert sum(y.startswith("<b>beta agree&gt;=3/3 · keeps ") for y in bars["y"]) == 1  # the selected gate, bold
-    assert all(" · keeps " in y for y in bars["y"])  # coverage beside every gate
-    by_country = trace(shown["Coverage by country"], f"composed: {draw.plain(GATE)}")
+    assert sum(y.startswith("<b>beta agree&gt;=3/3 (") for y in bars["y"]) == 1  # the selected gate, bold
+    assert all(y.removesuffix("</b>").endswith(" of prompts)") for y in bars["y"])  # coverage beside every gate
+    by_country = trace(shown["Coverage by country"], f"composed: {figures.plain(GATE)}")
     assert by_country["y"] == pytest.approx(list(composed.countries["coverage"]))
     risk = shown["Risk–coverage"]
     point = trace(risk, "composed gate")

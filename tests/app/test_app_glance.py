@@ -17,9 +17,9 @@ from streamlit.testing.v1 import AppTest
 
 from app_ui import glance
 from audit_core import store
-from audit_core.report import visible
 from audit_core.selection.audit import audit_selection
 from audit_core.selection.data import load_selection_data
+from audit_core.user_text import visible
 from findings import colours
 from runners import demo
 from tests.support.app import build_app_db, cards, markdown_texts, open_app
@@ -71,7 +71,7 @@ def test_cards_show_any_label_value_and_help_as_written(shown):
     captions = [(body, help) for kind, body, help in where.log if kind == "caption"]
     values = [body for kind, body, _ in where.log if kind == "subheader"]
     for (label, value, help), (caption, tooltip), heading in zip(shown, captions, values):
-        # as written, invisible characters shown as markers (`audit_core.report.visible`)
+        # as written, invisible characters shown as markers (`audit_core.user_text.visible`)
         assert _as_read(caption) == visible(label).strip()
         assert _as_read(tooltip) == visible(help).strip()
         assert _as_read(heading, heading=True) == visible(value).strip()
@@ -169,19 +169,19 @@ def test_gated_policies_carry_their_coverage_and_the_cards_their_intervals(three
         f"{pct(judge['flip_rate'])} [{pct(judge['flip_rate_lo'])}, {pct(judge['flip_rate_hi'])}]"
     kept = policies.loc["beta agree>=3/3"]
     assert shown[f"Unanimity gate keeps {pct(kept['coverage'])} of prompts: gain"] == \
-        f"{kept['gain']:+.2f} [{kept['gain_lo']:+.2f}, {kept['gain_hi']:+.2f}]"
+        f"{kept['gain']:+.3f} [{kept['gain_lo']:+.3f}, {kept['gain_hi']:+.3f}]"
 
 
 def test_judge_comparison_shows_each_pair_once_and_what_orders_cost(three):
     at = open_page(three, "judges")
     pairs = next(d.value for d in at.dataframe if "judges" in d.value.columns)
     assert list(pairs["judges"]) == ["alpha and beta", "alpha and gamma", "beta and gamma"]
-    assert list(pairs["s / prompt, both judges"]) == ["4.00"] * 3  # both judges' order-0 calls, 2 s each
+    assert list(pairs["s / prompt, both judges"]) == ["4.000"] * 3  # both judges' order-0 calls, 2 s each
     per_judge = next(d.value for d in at.dataframe if "all orders ÷ one" in d.value.columns)
-    assert list(per_judge["all orders ÷ one"]) == ["2.00"] * 3  # (2 + 1 + 1) s over order 0's 2 s
+    assert list(per_judge["all orders ÷ one"]) == ["2.000"] * 3  # (2 + 1 + 1) s over order 0's 2 s
     gates = next(d.value for d in at.dataframe if "cost vs one order" in d.value.columns).set_index("policy")
-    assert gates.loc["beta majority", "cost vs one order"] == "2.00×"
-    assert gates.loc["beta agree>=3/3 (50% of prompts)", "cost vs one order"] == "2.00×"
+    assert gates.loc["beta majority", "cost vs one order"] == "2.000×"
+    assert gates.loc["beta agree>=3/3 (50% of prompts)", "cost vs one order"] == "2.000×"
     assert gates.filter(like="+scorer agree", axis=0)["cost vs one order"].eq("—").all()  # the scorer is not timed
 
 

@@ -11,9 +11,9 @@ from streamlit.testing.v1 import AppTest
 
 from app_ui import painted
 from audit_core import store
-from audit_core.report import findings_markdown, source_note
 from audit_core.selection.audit import audit_selection
 from audit_core.selection.outcomes import prompt_outcomes
+from findings.summary import findings_markdown, source_note
 from tests.support.app import APP, FAILED, HTML_PROMPT, UNEXPECTED, build_app_db, cards, load_tiny, open_app, pick_rule
 
 pytestmark = pytest.mark.usefixtures("data_folder")  # the app may open the test databases (tests/conftest.py)
@@ -73,7 +73,7 @@ def test_overview_headline_cards_match_the_analysis(db, data):
     result = audit_selection(data, resamples=10_000, seed=0)
     alpha = result.policies.set_index("policy").loc["alpha"]
     shown = dict(cards(at))
-    assert shown["Gain over random"] == f"{alpha['gain']:+.2f} [{alpha['gain_lo']:+.2f}, {alpha['gain_hi']:+.2f}]"
+    assert shown["Gain over random"] == f"{alpha['gain']:+.3f} [{alpha['gain_lo']:+.3f}, {alpha['gain_hi']:+.3f}]"
     assert shown["Below-mean rate"] == f"{alpha['bmr']:.0%} vs {alpha['bmr_random']:.0%}"
     assert any(label.startswith("Unanimity gate keeps") for label in shown)
     assert len(at.get("plotly_chart")) == 4
@@ -86,7 +86,7 @@ def test_resample_count_comes_from_the_url_and_reaches_the_intervals(db, data):
     assert at.sidebar.selectbox(key="resamples").value == 1000
     assert any("1,000 bootstrap resamples" in c.value for c in at.caption)
     alpha = audit_selection(data, resamples=1_000, seed=0).policies.set_index("policy").loc["alpha"]
-    assert dict(cards(at))["Regret"].endswith(f"[{alpha['regret_lo']:.2f}, {alpha['regret_hi']:.2f}]")
+    assert dict(cards(at))["Regret"].endswith(f"[{alpha['regret_lo']:.3f}, {alpha['regret_hi']:.3f}]")
 
 
 # ------------------------------------------------------------ explorer

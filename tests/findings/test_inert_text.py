@@ -1,5 +1,5 @@
 """Text that is data stays inert everywhere, names included: direction overrides, isolates, marks and
-other invisible characters in any user-given field are shown as markers (`audit_core.report.visible`)
+other invisible characters in any user-given field are shown as markers (`audit_core.user_text.visible`)
 in report.md (both commands'), report.html, the figures and every element the app draws, and
 Markdown and HTML metacharacters there render literally."""
 
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from audit_core import store
-from audit_core.report import escape_html, escape_markdown, visible
+from audit_core.user_text import escape_html, escape_markdown, visible
 from findings import figures
 from findings.sections import build_sections
 from runners import analyze, report

@@ -8,8 +8,8 @@ import pytest
 
 from audit_core import store
 from audit_core.attributes.audit import audit_attributes, load_attribute_data
-from audit_core.report import percent
 from findings.blocks import Figure
+from findings.numbers import percent
 from findings.sections import build_sections
 from runners import report
 from runners.demo import attributes as demo_attributes

@@ -148,7 +148,7 @@ def test_the_demo_command_builds_the_attribute_dataset(tmp_path, monkeypatch):
     db = tmp_path / "demo.duckdb"
     # only the attribute demo is missing: the other two are reported built, so only it is written
     monkeypatch.setattr(demo, "is_built", lambda *args: True)
-    monkeypatch.setattr(demo.demo_ratings, "is_built", lambda *args: True)
+    monkeypatch.setattr(demo.ratings, "is_built", lambda *args: True)
     assert demo.main(["--db", str(db), "--attribute-prompts", "4", "--quiet"]) == 0
     assert demo_attributes.is_built(db, 0, 4)
     assert demo.main(["--db", str(db), "--attribute-prompts", "4", "--quiet"]) == 0  # already built: nothing to do

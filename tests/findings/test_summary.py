@@ -13,10 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from audit_core import store
-from audit_core.report import TABLE_KINDS, escape_markdown, findings_markdown, source_note
 from audit_core.selection.audit import audit_selection
 from audit_core.selection.data import load_selection_data
 from audit_core.store.schema import ERROR_OUTCOMES
+from audit_core.user_text import escape_markdown
+from findings.summary import TABLE_KINDS, findings_markdown, source_note
 from runners import analyze
 from tests.support.app import build_app_db
 from tests.support.reports import render
