@@ -1,0 +1,102 @@
+"""Poisson bootstrap for large studies: weights that depend on the prompt, not on where it is read.
+
+Above POISSON_ABOVE prompts a study's intervals can come from a Poisson bootstrap (DESIGN §4f):
+prompt p carries weight w_pb ~ Poisson(1) in resample b, and a mean over the prompts a policy
+acts on is the ratio of weighted sums Σ_p w_pb·v_p / Σ_p w_pb·a_p (a_p = 1 where it acts). The
+weight is a pure function of (seed, prompt id, b):
+
+    u_pb = top 53 bits of mix(key(p) ⊕ mix(seed_word + b·φ)) / 2⁵³,   w_pb = F⁻¹(u_pb)
+
+with key(p) the first 8 bytes of BLAKE2b(prompt id), mix the SplitMix64 finaliser, φ the 64-bit
+golden-ratio increment, seed_word = mix(seed) and F⁻¹ the inverse CDF of Poisson(1) (support
+0..MAX_WEIGHT; the mass above it, below 1e-19, is folded onto MAX_WEIGHT). So a resample's sums
+do not depend on file order, chunking or how the prompts are split across processes or
+machines: `weighted_sums` over any partition of the prompts adds up to the sums over all of
+them (exactly in the weights; in float64 sums up to summation order, a relative 1e-12).
+
+Against the multinomial (fixed-n) bootstrap the total weight Σ w is itself random (mean n,
+sd √n), which widens nothing for a ratio of sums: both are consistent for the same sampling
+distribution, and at sizes where both run their 95% endpoints agree within
+AGREEMENT_STANDARD_ERRORS standard errors of the mean (tests/audit_core/stats/test_poisson.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable
+
+import numpy as np
+
+from audit_core.stats.resampling import Resampling
+
+POISSON_ABOVE = 200_000  # prompts above which a study's intervals come from this bootstrap
+MAX_WEIGHT = 20  # largest weight drawn: P(Poisson(1) > 20) < 1e-19
+# stated agreement of 95% endpoints with the multinomial bootstrap's, in standard errors of the mean: at
+# 4,000 resamples each endpoint carries Monte-Carlo noise of sd ≈ 0.042 standard errors, so the two
+# methods' endpoints differ by noise of sd ≈ 0.06; this bound is four of those
+AGREEMENT_STANDARD_ERRORS = 0.25
+BLOCK_ELEMENTS = 1 << 21  # prompts × resamples of one weight block (16 MB of uint64 per temporary)
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX_2 = np.uint64(0x94D049BB133111EB)
+_CDF = np.cumsum([math.exp(-1) / math.factorial(k) for k in range(MAX_WEIGHT)])  # F(0..MAX_WEIGHT−1)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """The SplitMix64 finaliser, element-wise on uint64 (wrapping arithmetic)."""
+    x = (x ^ (x >> np.uint64(30))) * _MIX_1
+    x = (x ^ (x >> np.uint64(27))) * _MIX_2
+    return x ^ (x >> np.uint64(31))
+
+
+def prompt_keys(prompt_ids: Iterable[str]) -> np.ndarray:
+    """uint64 key of each prompt id: the first 8 bytes (little-endian) of its BLAKE2b digest."""
+    digests = b"".join(hashlib.blake2b(str(p).encode("utf-8"), digest_size=8).digest() for p in prompt_ids)
+    return np.frombuffer(digests, dtype="<u8").astype(np.uint64)
+
+
+def poisson_weights(keys: np.ndarray, seed: int, start: int, stop: int) -> np.ndarray:
+    """(len(keys), stop − start) uint8 weights w_pb of resamples b = start..stop−1 (module docstring)."""
+    with np.errstate(over="ignore"):
+        seed_word = _mix(np.array([seed], dtype=np.uint64))
+        resample = seed_word + np.arange(start, stop, dtype=np.uint64) * _GOLDEN
+        bits = _mix(keys.astype(np.uint64)[:, None] ^ _mix(resample)[None, :])
+    u = (bits >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    return np.searchsorted(_CDF, u, side="right").astype(np.uint8)
+
+
+def weighted_sums(keys: np.ndarray, values: np.ndarray, resampling: Resampling) -> np.ndarray:
+    """(B, k) sums Σ_p w_pb · values[p, j] over the prompts with `keys` (values: (n, k), NaN-free).
+
+    Partial sums of a partition of the prompts add up to the sums over all of them. Weights are
+    made a block of prompts at a time (BLOCK_ELEMENTS weights), so memory stays bounded at any n."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim == 1:
+        values = values[:, None]
+    if len(keys) != len(values):
+        raise ValueError(f"{len(keys)} keys for {len(values)} rows of values")
+    if np.isnan(values).any():
+        raise ValueError("values must not hold NaN: give 0 with a 0 acted-on indicator instead")
+    resamples = resampling.resamples
+    totals = np.zeros((resamples, values.shape[1]))
+    if resamples == 0 or len(keys) == 0:
+        return totals
+    rows = max(1, BLOCK_ELEMENTS // resamples)
+    for lo in range(0, len(keys), rows):
+        weights = poisson_weights(keys[lo:lo + rows], resampling.seed, 0, resamples)
+        totals += weights.T.astype(np.float64) @ values[lo:lo + rows]
+    return totals
+
+
+def ratio_interval(numerator: np.ndarray, denominator: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of the resample ratios numerator_b / denominator_b (resamples with a
+    zero denominator, where the policy acts on no drawn prompt, are left out); NaNs without any."""
+    ok = denominator > 0
+    if not ok.any():
+        return math.nan, math.nan
+    ratios = numerator[ok] / denominator[ok]
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.percentile(ratios, [tail, 100 - tail])
+    return float(lo), float(hi)
