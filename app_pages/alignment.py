@@ -41,7 +41,8 @@ if data is None:
 pools = data.pools
 greys = figures.pool_colours(pools)
 st.caption(f"Outcome **{draw.esc(data.outcome)}** on the scale {data.scale[0]}–{data.scale[1]} · {len(pools)} "
-           f"reference pool(s) · 95% item-level bootstrap intervals, {result.resamples:,} resamples, seed {result.seed}.")
+           f"reference pool(s) · 95% item-level bootstrap intervals, {result.resampling.resamples:,} resamples, "
+           f"seed {result.resampling.seed}.")
 
 if not data.raters or result.alignment.empty:
     st.info("No rating judge can be compared with a pool here yet: " + (

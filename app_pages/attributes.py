@@ -46,7 +46,7 @@ def _audit(db_path: str, stamp: float, dataset_id: str, resamples: int) -> tuple
         data = load_attribute_data(con, dataset_id)
     finally:
         con.close()
-    return data, audit_attributes(data, resamples=resamples, seed=0) if data is not None else None
+    return data, audit_attributes(data, context.resampling(resamples)) if data is not None else None
 
 
 def accuracy_chart(cells, colours, attributes) -> go.Figure:
@@ -93,7 +93,8 @@ if result.cells.empty:
     st.stop()
 tax = result.taxonomy
 st.caption(f"Taxonomy **{draw.esc(tax.name)} {draw.esc(tax.version)}** · {len(data.labelers)} judge × condition pairs · "
-           f"95% image-level bootstrap intervals, {result.resamples:,} resamples, seed {result.seed}. Accuracy with "
+           f"95% image-level bootstrap intervals, {result.resampling.resamples:,} resamples, "
+           f"seed {result.resampling.seed}. Accuracy with "
            "abstention = miss counts an abstention as wrong; with abstention excluded it leaves abstentions out (answers "
            "off the taxonomy and missing answers stay in as wrong). Undefined: the judge abstained on every image.")
 judges = sorted({j for j, _ in data.labelers})

@@ -82,7 +82,8 @@ if sel.judge:
     glance.cards(st, headline)
     st.caption(
         f"{int(p['n']):,} prompts acted on ({numbers.percent(p['coverage'])} coverage) · {int(judge['calls']):,} calls, "
-        f"{int(judge['failed']):,} failed · {result.resamples:,} bootstrap resamples, seed {result.seed}."
+        f"{int(judge['failed']):,} failed · {result.resampling.resamples:,} bootstrap resamples, "
+        f"seed {result.resampling.seed}."
     )
 else:
     st.info("No selector judge has been recorded on this dataset; only random, oracle and scorers are shown.")

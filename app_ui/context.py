@@ -28,6 +28,7 @@ from app_ui import allowed
 from audit_core import (
     RatingAudit,
     RatingData,
+    Resampling,
     SelectionAudit,
     SelectionData,
     audit_rating,
@@ -269,8 +270,8 @@ def _picks(db_path: str, stamp: float, dataset_id: str, pool: str) -> dict[str, 
 @st.cache_resource(max_entries=4, show_spinner="Running the audit (prompt-level bootstrap)…")
 def _audit(db_path: str, stamp: float, dataset_id: str, pool: str, resamples: int) -> SelectionAudit:
     # computed once per dataset content beside the database (`audit_core.store.audit_cache`), then kept in memory
-    key = audit_cache.selection_key(_content(db_path, stamp, dataset_id), dataset_id, resamples=resamples, seed=0,
-                                    pool=pool)
+    settings = resampling(resamples)
+    key = audit_cache.selection_key(_content(db_path, stamp, dataset_id), dataset_id, settings, pool=pool)
     if (kept := audit_cache.load(db_path, key, SelectionAudit)) is not None:
         return kept
     con = store.connect(db_path, read_only=True)
@@ -278,7 +279,7 @@ def _audit(db_path: str, stamp: float, dataset_id: str, pool: str, resamples: in
         calls = store.load_calls(con, dataset_id)  # slot orders and seconds: generator_slots, timing
     finally:
         con.close()
-    result = audit_selection(_audit_data(db_path, stamp, dataset_id, pool), resamples=resamples, seed=0, calls=calls)
+    result = audit_selection(_audit_data(db_path, stamp, dataset_id, pool), settings, calls=calls)
     audit_cache.store(db_path, key, result)
     return result
 
@@ -294,13 +295,14 @@ def _rating_data(db_path: str, stamp: float, dataset_id: str) -> RatingData | No
 
 @st.cache_resource(max_entries=4, show_spinner="Running the rating audit (item-level bootstrap)…")
 def _rating_audit(db_path: str, stamp: float, dataset_id: str, resamples: int) -> RatingAudit | None:
-    key = audit_cache.rating_key(_content(db_path, stamp, dataset_id), dataset_id, resamples=resamples, seed=0)
+    settings = resampling(resamples)
+    key = audit_cache.rating_key(_content(db_path, stamp, dataset_id), dataset_id, settings)
     if (kept := audit_cache.load(db_path, key, RatingAudit)) is not None:
         return kept
     data = _rating_data(db_path, stamp, dataset_id)
     if data is None:
         return None
-    result = audit_rating(data, resamples=resamples, seed=0)
+    result = audit_rating(data, settings)
     audit_cache.store(db_path, key, result)
     return result
 
@@ -419,6 +421,12 @@ def default_dataset(datasets: pd.DataFrame) -> str:
 def default_resample_count(prompts: int) -> int:
     """Bootstrap resamples of a dataset's intervals unless chosen: the most up to LARGE_DATASET prompts, the fewest above."""
     return RESAMPLE_CHOICES[-1] if prompts <= LARGE_DATASET else RESAMPLE_CHOICES[0]
+
+
+def resampling(resamples: int) -> Resampling:
+    """The app's bootstrap settings for the sidebar's resample count: seed 0 on every page, as
+    `runners.analyze` defaults to, so the app opens the audits that command kept in the cache."""
+    return Resampling(resamples, seed=0)
 
 
 @dataclass(frozen=True)

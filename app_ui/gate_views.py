@@ -132,7 +132,7 @@ def composer(sel: Selection, data: SelectionData) -> gc.ComposedGate | None:
 @st.cache_resource(max_entries=16, show_spinner="Auditing the composed gate (prompt-level bootstrap)…")
 def _evaluated(db_path: str, stamp: float, dataset_id: str, pool: str, resamples: int, text: str,
                _data: SelectionData) -> gc.ComposedResult:
-    return gc.evaluate(gc.parse_gate(text), _data, resamples=resamples, seed=0)
+    return gc.evaluate(gc.parse_gate(text), _data, context.resampling(resamples))
 
 
 def composed_result(sel: Selection, gate: gc.ComposedGate) -> gc.ComposedResult:

@@ -34,7 +34,7 @@ def _comparison(db_path: str, stamp: float, dataset_id: str, resamples: int,
         con.close()
     if _data.ratings.empty or scores.empty:
         return None
-    return rubric_vs_scorer(_data.ratings, scores, _data.scale, resamples=resamples, seed=0)
+    return rubric_vs_scorer(_data.ratings, scores, _data.scale, context.resampling(resamples))
 
 
 def comparison_table(correlations: pd.DataFrame) -> pd.DataFrame:

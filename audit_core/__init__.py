@@ -14,11 +14,14 @@ attribute judges   load_attribute_data  audit_attributes    AttributeAudit
 A loader reads one dataset from a store opened with `store.connect(path, read_only=True)`
 (a database made by `runners.ingest` or `runners.demo`)::
 
-    from audit_core import audit_selection, load_selection_data, store
+    from audit_core import Resampling, audit_selection, load_selection_data, store
 
     con = store.connect("data/demo.duckdb", read_only=True)
-    result = audit_selection(load_selection_data(con, "demo"), resamples=1_000, seed=0)
+    result = audit_selection(load_selection_data(con, "demo"), Resampling(1_000, seed=0))
     result.policies  # one row per policy: regret, gain over random, below-mean rate, ...
+
+Every audit takes its bootstrap settings as one value, `Resampling(resamples=10_000, seed=0)`
+by default (0 resamples: estimates without intervals), and its result keeps it as `resampling`.
 
 Or audit pandas DataFrames shaped like the table contract, validated as `runners.ingest table`
 validates files, with no database file of yours: `store_from_frames(pools, dataset="mine",
@@ -38,6 +41,7 @@ from audit_core.ingest.frames import store_from_frames
 from audit_core.rating.audit import RatingAudit, RatingData, audit_rating, load_rating_data
 from audit_core.selection.audit import SelectionAudit, audit_selection
 from audit_core.selection.data import SelectionData, load_selection_data
+from audit_core.stats.resampling import Resampling
 
 __all__ = [
     "AttributeAudit",
@@ -46,6 +50,7 @@ __all__ = [
     "InputError",
     "RatingAudit",
     "RatingData",
+    "Resampling",
     "SelectionAudit",
     "SelectionData",
     "audit_attributes",

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from audit_core import Resampling
 from audit_core.rating import alignment, reliability
 
 CULTURES = ("A", "B")
@@ -95,7 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{args.items} items x {args.judges} judges x {args.conditions} conditions x 2 pools, "
           f"{len(study['ratings'])} ratings, {len(study['votes'])} votes, {args.resamples} resamples")
     tables = _timed("alignment + tilt", lambda: alignment.alignment_tables(
-        study["ratings"], votes=study["votes"], items=study["items"], resamples=args.resamples, seed=args.seed))
+        study["ratings"], votes=study["votes"], items=study["items"],
+        resampling=Resampling(args.resamples, args.seed)))
     _timed("reliability", lambda: reliability.reliability_table(study["votes"]))
     _timed("pool agreement", lambda: reliability.pool_agreement_table(study["votes"]))
     _timed("paired Wilcoxon", lambda: alignment.paired_wilcoxon(study["ratings"], votes=study["votes"]))

@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from audit_core import audit_selection, load_selection_data, store
+from audit_core import Resampling, audit_selection, load_selection_data, store
 
 
 def peak_rss_mb() -> float:
@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     times = []
     for _ in range(max(1, args.repeat)):
         started = time.perf_counter()
-        result = audit_selection(data, resamples=args.resamples, seed=args.seed)
+        result = audit_selection(data, Resampling(args.resamples, args.seed))
         times.append(time.perf_counter() - started)
     print(
         f"dataset {dataset!r}: {data.n_prompts} prompts, judges {', '.join(data.judges)}, "

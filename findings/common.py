@@ -8,6 +8,7 @@ from importlib import metadata
 
 import pandas as pd
 
+from audit_core import Resampling
 from audit_core.store.schema import DEFAULT_POOL
 from findings.blocks import Paragraph, Section, Table
 from findings.inputs import ReportInput
@@ -50,9 +51,9 @@ def opening(report: ReportInput) -> Section:
                      + ", ".join(f"{j} · {c}" for j, c in ad.labelers))
     blocks.append(Paragraph(". ".join(parts) + "." if parts else "The dataset has no audit data."))
     audit = next((a for a in (report.result, report.rating, report.attributes) if a is not None), None)
-    resamples, seed = (audit.resamples, audit.seed) if audit is not None else (0, 0)
-    blocks.append(Paragraph(f"Intervals are 95% percentile intervals from {resamples:,} bootstrap resamples (seed {seed})."
-                            if resamples else "No bootstrap intervals (0 resamples)."))
+    settings = audit.resampling if audit is not None else Resampling(0)
+    blocks.append(Paragraph(f"Intervals are 95% percentile intervals from {settings.resamples:,} bootstrap resamples "
+                            f"(seed {settings.seed})." if settings.resamples else "No bootstrap intervals (0 resamples)."))
     return Section("summary", "Summary", blocks)
 
 
@@ -107,8 +108,8 @@ def provenance(report: ReportInput) -> Section:
     facts = [["dataset", report.dataset_id], ["source", _text(row.get("source"))],
              ["revision", _text(row.get("source_revision"))], ["notes", _text(row.get("notes"))],
              ["manifest sha256", _text(row.get("manifest_sha256"))],
-             ["bootstrap resamples", count(audit.resamples) if audit is not None else MISSING],
-             ["seed", str(audit.seed) if audit is not None else MISSING], ["reference pool", report.pool],
+             ["bootstrap resamples", count(audit.resampling.resamples) if audit is not None else MISSING],
+             ["seed", str(audit.resampling.seed) if audit is not None else MISSING], ["reference pool", report.pool],
              ["report built with", ", ".join(f"{k} {v}" for k, v in sorted(report.versions.items())) or MISSING]]
     blocks = [Table(["what", "value"], facts, "The dataset and this report.")]
     runs = report.runs

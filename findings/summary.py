@@ -129,8 +129,9 @@ def findings_markdown(result: SelectionAudit, *, dataset: str, source_note: str 
     if source_note is not None:
         out += [f"> **SIMULATED data** — not real model or human data. Source: {e(source_note)}"
                 if _SIMULATED.search(source_note) else f"Source: {e(source_note)}", ""]
-    intervals = (f"95% percentile intervals from {result.resamples:,} prompt-level bootstrap resamples (seed {result.seed})"
-                 if result.resamples else "no bootstrap intervals (0 resamples)")
+    settings = result.resampling
+    intervals = (f"95% percentile intervals from {settings.resamples:,} prompt-level bootstrap resamples "
+                 f"(seed {settings.seed})" if settings.resamples else "no bootstrap intervals (0 resamples)")
     out += [f"{prompts} prompts; {intervals}; below-mean rates of deterministic policies carry Wilson intervals. "
             "Gain = picked image's mean alignment minus the pool mean (exact random choice); regret = best in pool "
             "minus picked; below-mean rate (BMR) next to random's matched rate on the same prompts.", "", "## Judges", ""]

@@ -35,7 +35,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from audit_core import AttributeAudit, RatingAudit, SelectionAudit
+from audit_core import AttributeAudit, RatingAudit, Resampling, SelectionAudit
 from audit_core.errors import DatabaseFileError, InputError
 from audit_core.rating.rubric_vs_scorer import RubricVsScorer
 from audit_core.store import audit_cache
@@ -84,7 +84,7 @@ def write_result(
         summary = result.to_summary()
     else:
         other = rating if rating is not None else attributes
-        summary = {"dataset": other.dataset_id, "resamples": other.resamples, "seed": other.seed,
+        summary = {"dataset": other.dataset_id, "resamples": other.resampling.resamples, "seed": other.resampling.seed,
                    "policies": None, "notes": ["no selection audit: the dataset has no alignment ratings"]}
     if rating is not None:
         rating_summary = rating.to_summary()
@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not args.cache_only:
             check_out(args.out)  # before the audits, which may take minutes
-        audits = run_audits(db, args.dataset, args.resamples, args.seed, args.pool, args.by)
+        audits = run_audits(db, args.dataset, Resampling(args.resamples, args.seed), args.pool, args.by)
     except (DatabaseFileError, InputError) as err:  # not a DuckDB file, held by a writer too long; an unknown --by
         print(f"error: {err}", file=sys.stderr)  # or an --out that cannot be written (OutputFolderError)
         return 2

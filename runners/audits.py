@@ -21,6 +21,7 @@ from audit_core import (
     AttributeData,
     RatingAudit,
     RatingData,
+    Resampling,
     SelectionAudit,
     SelectionData,
     audit_attributes,
@@ -55,9 +56,9 @@ class Audits:
     cache_problem: str | None = None  # why the audits could not be kept in the cache; None when they are
 
 
-def run_audits(db: Path, dataset: str, resamples: int, seed: int, pool: str = DEFAULT_POOL,
+def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAULT_POOL,
                by: Sequence[str] = ()) -> Audits:
-    """Load `dataset` from `db` and run its audits (module docstring).
+    """Load `dataset` from `db` and run its audits (module docstring), every interval under `resampling`.
 
     Raises KeyError (unknown dataset, or no alignment ratings in `pool` where the dataset
     needs them) and ValueError with a message in args[0], InputError for an unknown `by`
@@ -90,18 +91,17 @@ def run_audits(db: Path, dataset: str, resamples: int, seed: int, pool: str = DE
             problems.append(audit_cache.store(db, data_key, data))
     result = rating = None
     if data is not None:
-        selection_key = audit_cache.selection_key(content, dataset, resamples, seed, pool, tuple(by))
+        selection_key = audit_cache.selection_key(content, dataset, resampling, pool, tuple(by))
         result, problem = audit_cache.cached(db, selection_key, SelectionAudit, lambda: audit_selection(
-            data, resamples=resamples, seed=seed, by=by, calls=calls))
+            data, resampling, by=by, calls=calls))
         problems.append(problem)
     if rating_data is not None:
-        rating_key = audit_cache.rating_key(content, dataset, resamples, seed)
-        rating, problem = audit_cache.cached(db, rating_key, RatingAudit, lambda: audit_rating(
-            rating_data, resamples=resamples, seed=seed))
+        rating_key = audit_cache.rating_key(content, dataset, resampling)
+        rating, problem = audit_cache.cached(db, rating_key, RatingAudit, lambda: audit_rating(rating_data, resampling))
         problems.append(problem)
-    rubric = (rubric_vs_scorer(rating_data.ratings, scores, rating_data.scale, resamples=resamples, seed=seed)
+    rubric = (rubric_vs_scorer(rating_data.ratings, scores, rating_data.scale, resampling)
               if rating_data is not None and not rating_data.ratings.empty and not scores.empty else None)
-    attributes = audit_attributes(attribute_data, resamples=resamples, seed=seed) if attribute_data is not None else None
+    attributes = audit_attributes(attribute_data, resampling) if attribute_data is not None else None
     return Audits(row=row, data=data, result=result, rating_data=rating_data, rating=rating,
                   attribute_data=attribute_data, attributes=attributes, rubric=rubric, runs=runs,
                   image_paths=image_paths, cache_problem=next((p for p in problems if p), None))

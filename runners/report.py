@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from audit_core import Resampling
 from audit_core.errors import InputError
 from audit_core.store.schema import DEFAULT_POOL
 from findings import document, export, images
@@ -37,11 +38,11 @@ from runners.command import STORAGE_ERRORS, storage_failed
 FIGURES = "figures"  # the subfolder of --out holding the exported figures
 
 
-def load_report(db: Path, dataset: str, resamples: int, seed: int, pool: str) -> ReportInput:
-    """Run the dataset's audits (`runners.audits.run_audits`, which raises KeyError/ValueError
-    with a message for an unknown dataset or pool, DatabaseFileError for a file that cannot be
-    opened) and gather its provenance."""
-    audits = run_audits(db, dataset, resamples, seed, pool)
+def load_report(db: Path, dataset: str, resampling: Resampling, pool: str) -> ReportInput:
+    """Run the dataset's audits under `resampling` (`runners.audits.run_audits`, which raises
+    KeyError/ValueError with a message for an unknown dataset or pool, DatabaseFileError for a
+    file that cannot be opened) and gather its provenance."""
+    audits = run_audits(db, dataset, resampling, pool)
     return ReportInput(
         dataset_id=dataset, row=audits.row, note=source_note(audits.row), data=audits.data, result=audits.result,
         rating_data=audits.rating_data, rating=audits.rating, attribute_data=audits.attribute_data,
@@ -87,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         check_out(args.out, () if args.no_figures else (FIGURES,))  # before the audits, which may take minutes
-        report = load_report(db, args.dataset, args.resamples, args.seed, args.pool)
+        report = load_report(db, args.dataset, Resampling(args.resamples, args.seed), args.pool)
     except InputError as err:  # a file that cannot be a store (DatabaseFileError), an --out that cannot be written
         print(f"error: {err}", file=sys.stderr)
         return 2

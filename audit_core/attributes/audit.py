@@ -38,6 +38,7 @@ from audit_core import store
 from audit_core.attributes.taxonomy import Taxonomy
 from audit_core.rating.audit import json_rows
 from audit_core.stats.bootstrap import percentile_interval, ratio, resampled_sums
+from audit_core.stats.resampling import Resampling
 
 OFF_TAXONOMY, MISSING = "(off taxonomy)", "(missing)"  # predicted columns beside the labels and the abstention label
 DEFAULT_CONDITION = "default"
@@ -93,8 +94,7 @@ class AttributeAudit:
 
     dataset_id: str
     taxonomy: Taxonomy | None
-    resamples: int
-    seed: int
+    resampling: Resampling
     cells: pd.DataFrame
     confusion: pd.DataFrame
     by_label: pd.DataFrame
@@ -110,7 +110,7 @@ class AttributeAudit:
         return {
             "taxonomy": None if tax is None else {"name": tax.name, "version": tax.version, "sha256": tax.sha256},
             "cells": json_rows(self.cells), "macro": json_rows(self.macro),
-            "resamples": self.resamples, "seed": self.seed,
+            "resamples": self.resampling.resamples, "seed": self.resampling.seed,
         }
 
 
@@ -176,21 +176,21 @@ def macro_f1(pairs: pd.DataFrame) -> pd.Series:
     return per_gold.groupby(CELL, sort=False)["f1"].mean()
 
 
-def audit_attributes(data: AttributeData, resamples: int = 10_000, seed: int = 0) -> AttributeAudit:
+def audit_attributes(data: AttributeData, resampling: Resampling = Resampling()) -> AttributeAudit:
     """Every cell's figures with 95% image-level bootstrap intervals, the confusion matrices, accuracy
     by gold label and each labeler's macro means (module docstring)."""
     joined = _joined(data)
     order = {a: i for i, a in enumerate(data.taxonomy.names())} if data.taxonomy else {}
     rank = {p: i for i, p in enumerate(data.labelers)}
     scored = joined[joined["scored"].astype(bool)]
-    cells = _cells(scored, data, resamples, seed)
+    cells = _cells(scored, data, resampling)
 
     def ordered(frame: pd.DataFrame) -> pd.DataFrame:  # labelers as `data.labelers`, attributes as the taxonomy
         key = [(rank[(j, c)], order[a]) for j, c, a in zip(frame["judge"], frame["condition"], frame["attribute"])]
         return frame.iloc[sorted(range(len(frame)), key=key.__getitem__)].reset_index(drop=True)
 
     return AttributeAudit(
-        dataset_id=data.dataset_id, taxonomy=data.taxonomy, resamples=resamples, seed=seed,
+        dataset_id=data.dataset_id, taxonomy=data.taxonomy, resampling=resampling,
         cells=ordered(cells), confusion=ordered(_confusion(joined, data.taxonomy)),
         by_label=ordered(_by_label(scored)), macro=_macro(cells, rank),
     )
@@ -206,7 +206,7 @@ def _counts(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return pd.concat([frame[keys], flags], axis=1).groupby(keys, sort=False).sum().reset_index()
 
 
-def _cells(scored: pd.DataFrame, data: AttributeData, resamples: int, seed: int) -> pd.DataFrame:
+def _cells(scored: pd.DataFrame, data: AttributeData, resampling: Resampling) -> pd.DataFrame:
     if scored.empty:
         return pd.DataFrame(columns=list(ATTRIBUTE_COLUMNS))
     cells = _counts(scored, CELL)
@@ -217,7 +217,7 @@ def _cells(scored: pd.DataFrame, data: AttributeData, resamples: int, seed: int)
     cells["off_taxonomy"] = cells["off"] / cells["n"]
     cells["abstain_share"] = cells["abstained"] / cells["n"]
     cells = cells.merge(macro_f1(pair_counts(scored)).rename("macro_f1").reset_index(), on=CELL)
-    for name, (lo, hi) in _intervals(scored, cells, resamples, seed).items():
+    for name, (lo, hi) in _intervals(scored, cells, resampling).items():
         cells[f"{name}_lo"], cells[f"{name}_hi"] = lo, hi
     policy = {a.name: a.abstention for a in data.taxonomy.attributes}
     cells["abstention"] = cells["attribute"].map(policy)
@@ -226,7 +226,7 @@ def _cells(scored: pd.DataFrame, data: AttributeData, resamples: int, seed: int)
     return cells[list(ATTRIBUTE_COLUMNS)]
 
 
-def _intervals(scored: pd.DataFrame, cells: pd.DataFrame, resamples: int, seed: int
+def _intervals(scored: pd.DataFrame, cells: pd.DataFrame, resampling: Resampling
                ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """95% intervals of accuracy_miss and accuracy_exclude per cell (rows of `cells`): one joint
     resampling of the scored images, each cell's accuracies ratios of its weighted sums."""
@@ -237,10 +237,10 @@ def _intervals(scored: pd.DataFrame, cells: pd.DataFrame, resamples: int, seed: 
     for k, column in enumerate((scored["correct"].astype(float), np.ones(len(scored)),
                                 (scored["status"] != "abstained").astype(float))):
         np.add.at(x, (image, 3 * cell + k), np.asarray(column, dtype=float))
-    if resamples == 0:
+    if resampling.resamples == 0:
         nan = np.full(len(cells), np.nan)
         return {"accuracy_miss": (nan, nan), "accuracy_exclude": (nan, nan)}
-    totals = resampled_sums(x, resamples, seed).totals
+    totals = resampled_sums(x, resampling).totals
     correct, asked, kept = totals[:, 0::3], totals[:, 1::3], totals[:, 2::3]
     return {"accuracy_miss": percentile_interval(ratio(correct, asked)),
             "accuracy_exclude": percentile_interval(ratio(correct, kept))}

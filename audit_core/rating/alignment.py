@@ -37,6 +37,7 @@ from scipy import stats
 
 from audit_core.rating.reliability import pool_consensus, require_columns
 from audit_core.stats.bootstrap import count_weights, percentile_interval, ratio
+from audit_core.stats.resampling import Resampling
 from audit_core.store.schema import RATING_STATUSES
 
 SCALE = (1, 5)
@@ -92,12 +93,11 @@ def alignment_tables(
     items: pd.DataFrame | None = None,
     scale: tuple[int, int] = SCALE,
     outcome: str = "rubric",
-    resamples: int = 10_000,
-    seed: int = 0,
+    resampling: Resampling = Resampling(),
     group_by: Sequence[str] | None = None,
 ) -> AlignmentTables:
     """The alignment and tilt tables from one bootstrap pass (see `alignment_table`, `tilt_table`)."""
-    return _tables(ratings, votes, consensus, items, scale, outcome, resamples, seed, group_by, True, True)
+    return _tables(ratings, votes, consensus, items, scale, outcome, resampling, group_by, True, True)
 
 
 def alignment_table(
@@ -108,8 +108,7 @@ def alignment_table(
     items: pd.DataFrame | None = None,
     scale: tuple[int, int] = SCALE,
     outcome: str = "rubric",
-    resamples: int = 10_000,
-    seed: int = 0,
+    resampling: Resampling = Resampling(),
     group_by: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """One row per judge × condition × pool × group (ALIGNMENT_COLUMNS).
@@ -126,10 +125,10 @@ def alignment_table(
     one in the bottom two) or 'anchor=contested', over the pools with a consensus on
     the item (with two pools: both). group_by: the breakdowns in order, 'anchor' and
     column names of `items` (default: 'anchor' then every attribute column).
-    Intervals: 95% item-level percentile bootstrap (module docstring); attrs record
-    resamples and seed.
+    Intervals: 95% item-level percentile bootstrap under `resampling` (module docstring); attrs
+    record its resamples and seed.
     """
-    return _tables(ratings, votes, consensus, items, scale, outcome, resamples, seed, group_by, True, False).alignment
+    return _tables(ratings, votes, consensus, items, scale, outcome, resampling, group_by, True, False).alignment
 
 
 def tilt_table(
@@ -140,8 +139,7 @@ def tilt_table(
     items: pd.DataFrame | None = None,
     scale: tuple[int, int] = SCALE,
     outcome: str = "rubric",
-    resamples: int = 10_000,
-    seed: int = 0,
+    resampling: Resampling = Resampling(),
     group_by: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """One row per judge × condition × pool pair (pool_a < pool_b by name) × group (TILT_COLUMNS).
@@ -152,7 +150,7 @@ def tilt_table(
     where c_a ≠ c_b (+1: at a's consensus, −1: at b's, 0: midway). Groups as in
     `alignment_table`, anchors taken from the two pools of the pair.
     """
-    return _tables(ratings, votes, consensus, items, scale, outcome, resamples, seed, group_by, False, True).tilt
+    return _tables(ratings, votes, consensus, items, scale, outcome, resampling, group_by, False, True).tilt
 
 
 def paired_wilcoxon(
@@ -399,16 +397,17 @@ class _Cells:
 
 
 def _resampled_group_sums(
-    x: np.ndarray, units: _Units, n_groups: int, resamples: int, seed: int
+    x: np.ndarray, units: _Units, n_groups: int, resampling: Resampling
 ) -> Iterator[tuple[slice, np.ndarray]]:
     """Per chunk of resamples: (rows, sums (groups, b, columns)) with sums[g, b, s] =
-    Σ_{i in g} w_bi x_is for count weights w drawn over the n items in their given order."""
+    Σ_{i in g} w_bi x_is for count weights w drawn over the n items in their given order
+    (`resampling.resamples` rows b in all, drawn from `default_rng(resampling.seed)`)."""
     n, width = x.shape
     ordered = np.ascontiguousarray(x[units.order], dtype=np.float32)
     chunk = max(1, min(WEIGHT_ELEMENTS // max(n, 1), GROUP_ELEMENTS // max(n_groups * width, 1)))
-    rng = np.random.default_rng(seed)
-    for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
+    rng = np.random.default_rng(resampling.seed)
+    for start in range(0, resampling.resamples, chunk):
+        stop = min(resampling.resamples, start + chunk)
         weights = np.take(count_weights(rng, stop - start, n, np.float32), units.order, axis=1)
         sums = np.zeros((n_groups, stop - start, width), dtype=np.float32)
         for k, groups in enumerate(units.groups):
@@ -531,8 +530,7 @@ def _tables(
     items: pd.DataFrame | None,
     scale: tuple[int, int],
     outcome: str,
-    resamples: int,
-    seed: int,
+    resampling: Resampling,
     group_by: Sequence[str] | None,
     alignment: bool,
     tilt: bool,
@@ -555,8 +553,8 @@ def _tables(
     position = np.full(x.shape[1], -1, dtype=np.int64)
     position[resampled] = np.arange(len(resampled))
     samples = {}
-    if resamples and (len(cells["alignment"].keys) or len(cells["tilt"].keys)):
-        samples = _bootstrap(x[:, resampled], members, cells, position, resamples, seed, RESAMPLE_TOL * range2)
+    if resampling.resamples and (len(cells["alignment"].keys) or len(cells["tilt"].keys)):
+        samples = _bootstrap(x[:, resampled], members, cells, position, resampling, RESAMPLE_TOL * range2)
     frames = {}
     for kind, names, table_columns in (("alignment", ("mae", "pearson"), ALIGNMENT_COLUMNS),
                                       ("tilt", ("delta", "tilt"), TILT_COLUMNS)):
@@ -569,7 +567,7 @@ def _tables(
             frame[f"{name}_lo"], frame[f"{name}_hi"] = lo, hi
         counts = [c for c in ("n", "abstained", "failed", "n_tilt", "n_delta") if c in frame]
         frame = frame.astype({c: int for c in counts})[list(table_columns)]
-        frame.attrs.update(resamples=resamples, seed=seed)
+        frame.attrs.update(resamples=resampling.resamples, seed=resampling.seed)
         frames[kind] = frame
     return AlignmentTables(frames["alignment"], frames["tilt"])
 
@@ -579,14 +577,13 @@ def _bootstrap(
     members: np.ndarray,
     cells: dict[str, _Cells],
     position: np.ndarray,
-    resamples: int,
-    seed: int,
+    resampling: Resampling,
     tol: float,
 ) -> dict[str, np.ndarray]:
     """figure name → (cells, resamples) float32 bootstrap samples of mae, pearson, delta, tilt."""
-    samples = {name: np.empty((len(cells[kind].keys), resamples), dtype=np.float32)
+    samples = {name: np.empty((len(cells[kind].keys), resampling.resamples), dtype=np.float32)
                for kind, name in (("alignment", "mae"), ("alignment", "pearson"), ("tilt", "delta"), ("tilt", "tilt"))}
-    for rows, sums in _resampled_group_sums(x, _units(members), members.shape[1], resamples, seed):
+    for rows, sums in _resampled_group_sums(x, _units(members), members.shape[1], resampling):
         figures = _alignment_estimates(cells["alignment"].taker(sums, position), tol)
         figures |= _tilt_estimates(cells["tilt"].taker(sums, position))
         for name, values in figures.items():

@@ -31,6 +31,7 @@ from audit_core.rating.reliability import (
     pool_consensus,
     reliability_table,
 )
+from audit_core.stats.resampling import Resampling
 from audit_core.store.schema import OUTCOME_SCALES
 
 DEFAULT_OUTCOME = "rubric"
@@ -77,7 +78,8 @@ class RatingData:
 
 @dataclass(frozen=True)
 class RatingAudit:
-    """Every table of the rating audit and how its intervals were made (item-level bootstrap).
+    """Every table of the rating audit and how its intervals were made (item-level bootstrap under
+    `resampling`).
 
     alignment: ALIGNMENT_COLUMNS; tilt: TILT_COLUMNS; wilcoxon: WILCOXON_COLUMNS
     (`audit_core.rating.alignment`); reliability: RELIABILITY_COLUMNS; pool_agreement:
@@ -87,8 +89,7 @@ class RatingAudit:
     dataset_id: str
     outcome: str
     scale: tuple[int, int]
-    resamples: int
-    seed: int
+    resampling: Resampling
     alignment: pd.DataFrame
     tilt: pd.DataFrame
     reliability: pd.DataFrame
@@ -106,7 +107,7 @@ class RatingAudit:
         return {
             "alignment": json_rows(self.alignment), "tilt": json_rows(self.tilt),
             "reliability": json_rows(self.reliability), "outcome": self.outcome, "scale": list(self.scale),
-            "resamples": self.resamples, "seed": self.seed,
+            "resamples": self.resampling.resamples, "seed": self.resampling.seed,
         }
 
 
@@ -193,7 +194,7 @@ def consensus_pools(con: duckdb.DuckDBPyConnection, dataset_id: str, outcome: st
 # ---------------------------------------------------------------------------- the audit
 
 
-def audit_rating(data: RatingData, resamples: int = 10_000, seed: int = 0) -> RatingAudit:
+def audit_rating(data: RatingData, resampling: Resampling = Resampling()) -> RatingAudit:
     """Alignment and tilt per judge × condition × pool (× group) with item-level bootstrap intervals,
     reliability per pool, agreement between pools, and the paired Wilcoxon tests (DESIGN §4b)."""
     ratings = data.ratings[["judge", "condition", "candidate_id", "rating", "status"]]
@@ -204,13 +205,13 @@ def audit_rating(data: RatingData, resamples: int = 10_000, seed: int = 0) -> Ra
         alignment, tilt = tables["alignment"], tables["tilt"]
     else:
         both = alignment_tables(ratings, consensus=data.consensus, items=data.items, scale=data.scale,
-                                outcome=data.outcome, resamples=resamples, seed=seed)
+                                outcome=data.outcome, resampling=resampling)
         alignment, tilt = both.alignment, both.tilt
         tables = {"wilcoxon": paired_wilcoxon(ratings, consensus=data.consensus, scale=data.scale,
                                               outcome=data.outcome),
                   "pool_agreement": pool_agreement_table(consensus=data.consensus, outcome=data.outcome)}
     return RatingAudit(
-        dataset_id=data.dataset_id, outcome=data.outcome, scale=data.scale, resamples=resamples, seed=seed,
+        dataset_id=data.dataset_id, outcome=data.outcome, scale=data.scale, resampling=resampling,
         alignment=alignment, tilt=tilt, reliability=reliability_table(data.votes),
         pool_agreement=tables["pool_agreement"], wilcoxon=tables["wilcoxon"],
     )

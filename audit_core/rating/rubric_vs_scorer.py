@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from audit_core.stats.bootstrap import count_weights, percentile_interval
+from audit_core.stats.resampling import Resampling
 
 ITEM_COLUMNS = ("judge", "condition", "scorer", "candidate_id", "rating", "rubric_scaled", "score")
 CORRELATION_COLUMNS = ("judge", "condition", "scorer", "n", "unrated", "pearson", "pearson_lo", "pearson_hi",
@@ -37,11 +38,11 @@ CHUNK_ELEMENTS = 2_000_000  # resamples × items per block of the bootstrap: bou
 @dataclass(frozen=True)
 class RubricVsScorer:
     """items: ITEM_COLUMNS, one row per judge × condition × scorer × item both rated and scored;
-    correlations: CORRELATION_COLUMNS, one row per judge × condition × scorer."""
+    correlations: CORRELATION_COLUMNS, one row per judge × condition × scorer; resampling: how the
+    intervals were made."""
 
     scale: tuple[int, int]
-    resamples: int
-    seed: int
+    resampling: Resampling
     items: pd.DataFrame
     correlations: pd.DataFrame
 
@@ -91,7 +92,7 @@ def correlations(s: np.ndarray, score: np.ndarray, weights: np.ndarray) -> tuple
     return pearson, _pearson(sums, undefined)
 
 
-def _pair_row(s: np.ndarray, score: np.ndarray, resamples: int, seed: int) -> dict[str, float]:
+def _pair_row(s: np.ndarray, score: np.ndarray, resampling: Resampling) -> dict[str, float]:
     """n, the point estimates and their intervals for one judge × condition × scorer."""
     n = len(s)
     row = {"n": n}
@@ -99,8 +100,9 @@ def _pair_row(s: np.ndarray, score: np.ndarray, resamples: int, seed: int) -> di
         return row | {f"{name}{end}": np.nan for name in ("pearson", "spearman") for end in ("", "_lo", "_hi")}
     pearson, spearman = correlations(s, score, np.ones((1, n)))
     row |= {"pearson": pearson[0], "spearman": spearman[0]}
+    resamples = resampling.resamples
     samples = np.full((resamples, 2), np.nan)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(resampling.seed)
     step = max(1, CHUNK_ELEMENTS // n)
     for start in range(0, resamples, step):
         stop = min(resamples, start + step)
@@ -110,7 +112,7 @@ def _pair_row(s: np.ndarray, score: np.ndarray, resamples: int, seed: int) -> di
 
 
 def rubric_vs_scorer(ratings: pd.DataFrame, scores: pd.DataFrame, scale: tuple[int, int],
-                     resamples: int = 10_000, seed: int = 0) -> RubricVsScorer:
+                     resampling: Resampling = Resampling()) -> RubricVsScorer:
     """Every rating judge × condition beside every content scorer on the items both cover (see the module docstring).
 
     ratings: judge, condition, candidate_id, rating, status (`store.load_rating_calls`; rating NaN
@@ -126,9 +128,9 @@ def rubric_vs_scorer(ratings: pd.DataFrame, scores: pd.DataFrame, scale: tuple[i
             both = both.sort_values("candidate_id", kind="stable").reset_index(drop=True)
             both["rubric_scaled"] = rescaled(both["rating"].to_numpy(), scale)
             items.append(both.assign(judge=judge, condition=condition, scorer=scorer))
-            row = _pair_row(both["rubric_scaled"].to_numpy(), both["score"].to_numpy(float), resamples, seed)
+            row = _pair_row(both["rubric_scaled"].to_numpy(), both["score"].to_numpy(float), resampling)
             unrated = int((~scored["candidate_id"].isin(mine["candidate_id"])).sum())
             rows.append({"judge": judge, "condition": condition, "scorer": scorer, "unrated": unrated, **row})
     item_frame = (pd.concat(items, ignore_index=True) if items else pd.DataFrame(columns=list(ITEM_COLUMNS)))
-    return RubricVsScorer(scale, resamples, seed, item_frame[list(ITEM_COLUMNS)],
+    return RubricVsScorer(scale, resampling, item_frame[list(ITEM_COLUMNS)],
                           pd.DataFrame(rows, columns=list(CORRELATION_COLUMNS)))

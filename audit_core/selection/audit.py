@@ -36,6 +36,7 @@ from audit_core.selection.data import SelectionData
 from audit_core.selection.policies import PolicySpec, policy_specs
 from audit_core.selection.timing import timing_table
 from audit_core.stats import bootstrap
+from audit_core.stats.resampling import Resampling
 from audit_core.store.schema import ERROR_OUTCOMES
 
 LEVEL = 0.95
@@ -60,11 +61,11 @@ class Evaluated:
 
 @dataclass
 class SelectionAudit:
-    """All tables of the selection audit (see each frame's columns) and how intervals were made."""
+    """All tables of the selection audit (see each frame's columns) and how intervals were made
+    (`resampling`: the bootstrap's resamples and seed)."""
 
     dataset_id: str
-    resamples: int
-    seed: int
+    resampling: Resampling
     policies: pd.DataFrame
     judges: pd.DataFrame
     positions: pd.DataFrame
@@ -131,8 +132,8 @@ class SelectionAudit:
             judges[name]["slot_uniform"] = {s: _json(v) for s, v in zip(pooled["slot"], pooled["uniform"])}
         return {
             "dataset": self.dataset_id,
-            "resamples": self.resamples,
-            "seed": self.seed,
+            "resamples": self.resampling.resamples,
+            "seed": self.resampling.seed,
             "level": self.level,
             "policies": policies,
             "judges": judges,
@@ -187,7 +188,7 @@ def _policy_values(ev: Evaluated, s: dict[str, np.ndarray], outcomes: list[str])
 
 
 def evaluate_policies(
-    data: SelectionData, everything: Sequence[Evaluated], parts: Sequence[slices.Partition], resamples: int, seed: int,
+    data: SelectionData, everything: Sequence[Evaluated], parts: Sequence[slices.Partition], resampling: Resampling,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(policies, ungated, slices) frames of the given policies, as `audit` makes them for its own.
 
@@ -195,7 +196,7 @@ def evaluate_policies(
     for a gate whose `<name> rejected` side is among them, the kept minus rejected side;
     ungated: regret, gain and bmr of the internal comparisons, by policy; slices: one row per
     (slice, value, reported policy) of `parts` (as `slices.partitions` returns them, country
-    second). Every interval depends only on the policy's own values, resamples and seed, so a
+    second). Every interval depends only on the policy's own values and `resampling`, so a
     policy gets the same numbers whichever others it is evaluated with.
     """
     country = parts[1]
@@ -231,15 +232,15 @@ def evaluate_policies(
             cells.append((ev.name, "regret_vs_ungated", means.add(difference)))
 
     estimate = means.means()
-    (lo, hi), (lo_b, hi_b) = means.intervals(resamples, seed, (LEVEL, BONFERRONI_LEVEL))
+    (lo, hi), (lo_b, hi_b) = means.intervals(resampling, (LEVEL, BONFERRONI_LEVEL))
     index = np.array([c[2] for c in cells], dtype=np.int64)
     long = pd.DataFrame({"policy": [c[0] for c in cells], "stat": [c[1] for c in cells], "value": estimate[index],
                          "lo": lo[index], "hi": hi[index], "lo_bonf": lo_b[index], "hi_bonf": hi_b[index]})
-    long = pd.concat([long, _kept_minus_rejected(evaluated, stats, resamples, seed)], ignore_index=True)
+    long = pd.concat([long, _kept_minus_rejected(evaluated, stats, resampling)], ignore_index=True)
     table = _attach_intervals(pd.DataFrame(points), long)
 
     worst, disparity, covered = groups.worst_group(*(np.stack(side) for side in zip(*country_sums)))
-    worst_lo, worst_hi = bootstrap.percentile_interval(bootstrap.stratified_max(strata, resamples, seed), LEVEL)
+    worst_lo, worst_hi = bootstrap.percentile_interval(bootstrap.stratified_max(strata, resampling), LEVEL)
     table["worst_group_regret"] = worst
     table["worst_group_regret_lo"] = worst_lo
     table["worst_group_regret_hi"] = worst_hi
@@ -255,28 +256,26 @@ def evaluate_policies(
 
 def audit_selection(
     data: SelectionData,
-    resamples: int = 10_000,
-    seed: int = 0,
+    resampling: Resampling = Resampling(),
     by: Sequence[str] = (),
     calls: pd.DataFrame | None = None,
 ) -> SelectionAudit:
     """Run the whole selection audit on one dataset (DESIGN §4).
 
-    resamples: prompt-level bootstrap resamples (0 skips intervals); seed: recorded
-    with the result, the same seed gives the same intervals; by: prompt attributes
+    resampling: the prompt-level bootstrap's resamples (0 skips intervals) and seed, kept
+    with the result (the same settings give the same intervals); by: prompt attributes
     (columns of the prompts table) to slice by besides the built-in slices
     (InputError naming an unknown one); calls: the selector calls as `store.load_calls`
     returns them, for the tables that need each call's slot order and seconds
     (generator_slots, timing; None without them).
     """
     parts, slice_notes = slices.partitions(data, by)
-    table, ungated, slice_frame = evaluate_policies(data, evaluated_policies(data), parts, resamples, seed)
+    table, ungated, slice_frame = evaluate_policies(data, evaluated_policies(data), parts, resampling)
     extra_outcomes = [o for o in (*ERROR_OUTCOMES, *SIDE_OUTCOMES) if o in data.outcomes]
-    judges, positions, generators, flips, near_ties = _judge_tables(data, resamples, seed)
+    judges, positions, generators, flips, near_ties = _judge_tables(data, resampling)
     return SelectionAudit(
         dataset_id=data.dataset_id,
-        resamples=resamples,
-        seed=seed,
+        resampling=resampling,
         policies=table,
         judges=judges,
         positions=positions,
@@ -304,8 +303,8 @@ def audit_selection(
     )
 
 
-def _kept_minus_rejected(evaluated: list[Evaluated], stats: dict[str, dict[str, np.ndarray]], resamples: int,
-                         seed: int) -> pd.DataFrame:
+def _kept_minus_rejected(evaluated: list[Evaluated], stats: dict[str, dict[str, np.ndarray]],
+                         resampling: Resampling) -> pd.DataFrame:
     """Long rows (policy, stat, value, lo, hi) of each gate's kept minus rejected gain and regret.
 
     The two sides act on different prompts, so all prompts are resampled jointly and each
@@ -324,8 +323,8 @@ def _kept_minus_rejected(evaluated: list[Evaluated], stats: dict[str, dict[str, 
     x = np.column_stack(columns)
     value = _side_differences(x.sum(axis=0, keepdims=True), len(pairs))[0]
     lo = hi = np.full(len(value), np.nan)
-    if resamples > 0:
-        sums = bootstrap.resampled_sums(x, resamples, seed).totals
+    if resampling.resamples > 0:
+        sums = bootstrap.resampled_sums(x, resampling).totals
         lo, hi = bootstrap.percentile_interval(_side_differences(sums, len(pairs)), LEVEL)
     return pd.DataFrame({"policy": np.repeat(pairs, 2), "stat": ["gain_vs_rejected", "regret_vs_rejected"] * len(pairs),
                          "value": value, "lo": lo, "hi": hi})
@@ -432,17 +431,17 @@ def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
-def _judge_tables(data: SelectionData, resamples: int, seed: int) -> tuple[pd.DataFrame, ...]:
+def _judge_tables(data: SelectionData, resampling: Resampling) -> tuple[pd.DataFrame, ...]:
     """judges, positions, generators, flips_by_range and flips_by_near_ties frames (empty with
-    their columns when the dataset has no selector judge); group intervals with the audit's
-    resamples and seed."""
+    their columns when the dataset has no selector judge); group intervals under the audit's
+    `resampling`."""
     judges = data.judges
     return (
-        pd.DataFrame([position.judge_summary(data, j, resamples, seed) for j in judges], columns=position.JUDGE_COLUMNS),
+        pd.DataFrame([position.judge_summary(data, j, resampling) for j in judges], columns=position.JUDGE_COLUMNS),
         _concat([position.slot_table(data, j) for j in judges], position.SLOT_COLUMNS),
-        _concat([position.generator_table(data, j, resamples, seed) for j in judges], position.GENERATOR_COLUMNS),
-        _concat([position.flip_by_range(data, j, resamples, seed) for j in judges], position.FLIP_COLUMNS),
-        _concat([position.flip_by_near_ties(data, j, resamples, seed) for j in judges], position.NEAR_TIE_COLUMNS),
+        _concat([position.generator_table(data, j, resampling) for j in judges], position.GENERATOR_COLUMNS),
+        _concat([position.flip_by_range(data, j, resampling) for j in judges], position.FLIP_COLUMNS),
+        _concat([position.flip_by_near_ties(data, j, resampling) for j in judges], position.NEAR_TIE_COLUMNS),
     )
 
 

@@ -43,6 +43,7 @@ from audit_core.selection.gates import gate_table, rejected
 from audit_core.selection.policies import scorer_pick
 from audit_core.selection.position import order_entropy
 from audit_core.selection.votes import ABSTAIN, majority_vote, valid_picks
+from audit_core.stats.resampling import Resampling
 from audit_core.user_text import shown as quoted  # `take` has an argument named shown
 
 KINDS = ("orders", "judge", "scorer", "entropy", "margin")
@@ -320,13 +321,14 @@ class ComposedResult:
     """A composed gate's audit: `name` (its canonical text); `policies` (random, the oracle and
     its kept and rejected sides, as rows of the audit's policies table); `gates` (its two rows,
     as the audit's gates table); `countries` (the kept side per country, COUNTRY_COLUMNS);
-    `point` (its risk–coverage row)."""
+    `point` (its risk–coverage row); `resampling` (how its intervals were made)."""
 
     name: str
     policies: pd.DataFrame
     gates: pd.DataFrame
     countries: pd.DataFrame
     point: pd.DataFrame
+    resampling: Resampling
 
 
 def evaluated(gate: ComposedGate, data: SelectionData) -> list[Evaluated]:
@@ -344,11 +346,11 @@ def evaluated(gate: ComposedGate, data: SelectionData) -> list[Evaluated]:
     return out
 
 
-def evaluate(gate: ComposedGate, data: SelectionData, resamples: int = 10_000, seed: int = 0) -> ComposedResult:
-    """Audit `gate` as `audit.audit_selection` audits a standard gate, with the same resamples and seed
+def evaluate(gate: ComposedGate, data: SelectionData, resampling: Resampling = Resampling()) -> ComposedResult:
+    """Audit `gate` as `audit.audit_selection` audits a standard gate, under the same `resampling`
     (so the same numbers for the same picks); InputError as `gate_picks`."""
     parts, _ = slices.partitions(data)
-    policies, ungated, sliced = evaluate_policies(data, evaluated(gate, data), parts, resamples, seed)
+    policies, ungated, sliced = evaluate_policies(data, evaluated(gate, data), parts, resampling)
     name = format_gate(gate)
     country = sliced[(sliced["slice"] == "country") & (sliced["policy"] == name)]
     kept = policies[policies["policy"] == name]
@@ -360,4 +362,5 @@ def evaluate(gate: ComposedGate, data: SelectionData, resamples: int = 10_000, s
         gates=gate_table(policies, ungated),
         countries=country.rename(columns={"value": "country"})[COUNTRY_COLUMNS].reset_index(drop=True),
         point=point.rename(columns={"base_judge": "judge"}).reset_index(drop=True),
+        resampling=resampling,
     )

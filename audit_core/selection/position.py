@@ -18,6 +18,7 @@ from audit_core.selection.data import SelectionData
 from audit_core.selection.orders import slot_labels
 from audit_core.selection.votes import all_parsed, valid_picks, vote_counts
 from audit_core.stats import bootstrap
+from audit_core.stats.resampling import Resampling
 
 JUDGE_COLUMNS = [
     "judge", "orders", "calls", "valid", "recovered", "failed", "parse_fail", "runtime_fail",
@@ -112,7 +113,7 @@ def flips(picks: np.ndarray) -> np.ndarray:
     return np.where(parsed, differs.astype(float), np.nan)
 
 
-def generator_table(data: SelectionData, judge: str, resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
+def generator_table(data: SelectionData, judge: str, resampling: Resampling = Resampling()) -> pd.DataFrame:
     """Choice share per generator pooled over orders and prompts vs the uniform expectation,
     with the generator's part in the judge's order-0 stereotype difference.
 
@@ -160,7 +161,7 @@ def generator_table(data: SelectionData, judge: str, resamples: int = 10_000, se
             int(chosen_first[i]), chosen_first[i] / has_first.sum() if has_first.any() else np.nan,
             float(images.mean()) if len(images) else np.nan,
             float(own.mean()) if len(own) else np.nan,
-            *_fixed_n_interval(own, resamples, seed),
+            *_fixed_n_interval(own, resampling),
             float(own.sum() / rated.sum()) if rated.any() else np.nan,
         ))
     return pd.DataFrame(rows, columns=GENERATOR_COLUMNS)
@@ -220,7 +221,7 @@ def near_tie_counts(values: np.ndarray) -> np.ndarray:
     return near.sum(axis=1)
 
 
-def flip_by_range(data: SelectionData, judge: str, resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
+def flip_by_range(data: SelectionData, judge: str, resampling: Resampling = Resampling()) -> pd.DataFrame:
     """Flip rate by tertile of the pool's rating range (see `range_tertiles`).
 
     range_lo / range_hi: the smallest and largest range observed in the tertile;
@@ -234,37 +235,37 @@ def flip_by_range(data: SelectionData, judge: str, resamples: int = 10_000, seed
     for name in TERTILES:
         members = labels == name
         bounds = (float(spread[members].min()), float(spread[members].max())) if members.any() else (np.nan, np.nan)
-        rows.append((judge, name, *bounds, *_flip_summary(flip, members, resamples, seed)))
+        rows.append((judge, name, *bounds, *_flip_summary(flip, members, resampling)))
     return pd.DataFrame(rows, columns=FLIP_COLUMNS)
 
 
-def flip_by_near_ties(data: SelectionData, judge: str, resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
+def flip_by_near_ties(data: SelectionData, judge: str, resampling: Resampling = Resampling()) -> pd.DataFrame:
     """Flip rate by the pool's number of near-ties (see `near_tie_counts`), one row per count
     observed: prompts, parsed (every order parsed), flip_rate over the parsed ones and its
     95% percentile interval (fixed n = parsed)."""
     counts = near_tie_counts(data.utility)
     flip = flips(valid_picks(data.picks[judge]))
-    rows = [(judge, int(k), *_flip_summary(flip, counts == k, resamples, seed)) for k in np.unique(counts[counts > 0])]
+    rows = [(judge, int(k), *_flip_summary(flip, counts == k, resampling)) for k in np.unique(counts[counts > 0])]
     return pd.DataFrame(rows, columns=NEAR_TIE_COLUMNS)
 
 
-def _flip_summary(flip: np.ndarray, members: np.ndarray, resamples: int, seed: int) -> tuple:
+def _flip_summary(flip: np.ndarray, members: np.ndarray, resampling: Resampling) -> tuple:
     """(prompts, parsed, flip rate, lo, hi) for the prompts in `members`."""
     values = flip[members & ~np.isnan(flip)]
     rate = float(values.mean()) if len(values) else np.nan
-    return (int(members.sum()), len(values), rate, *_fixed_n_interval(values, resamples, seed))
+    return (int(members.sum()), len(values), rate, *_fixed_n_interval(values, resampling))
 
 
-def _fixed_n_interval(values: np.ndarray, resamples: int, seed: int) -> tuple[float, float]:
+def _fixed_n_interval(values: np.ndarray, resampling: Resampling) -> tuple[float, float]:
     """95% percentile interval of mean(values) resampled at fixed n = len(values)
-    (`bootstrap.fixed_n_means`: a generator seeded with `seed` for this group alone);
+    (`bootstrap.fixed_n_means`: a generator seeded with resampling.seed for this group alone);
     NaN when there are no values or no resamples."""
-    samples = bootstrap.fixed_n_means(np.asarray(values, dtype=float)[:, None], resamples, seed)
+    samples = bootstrap.fixed_n_means(np.asarray(values, dtype=float)[:, None], resampling)
     lo, hi = bootstrap.percentile_interval(samples)
     return (float(lo[0]), float(hi[0]))
 
 
-def first_slot_interval(first: np.ndarray, valid: np.ndarray, resamples: int, seed: int) -> tuple[float, float]:
+def first_slot_interval(first: np.ndarray, valid: np.ndarray, resampling: Resampling) -> tuple[float, float]:
     """95% percentile interval of Σ_p first_p / Σ_p valid_p (the first-slot share of valid calls)
     under a prompt-level bootstrap of the n prompts with a valid call (a prompt's orders travel together).
 
@@ -272,23 +273,25 @@ def first_slot_interval(first: np.ndarray, valid: np.ndarray, resamples: int, se
     `bootstrap.EXACT_DRAWS_UP_TO`: resample b takes the prompts at row b of
     `np.random.default_rng(seed).integers(0, n, size=(B, n))` (`bootstrap.resampled_sums`).
     Above: how often each distinct (first, valid) pair is drawn is Multinomial(n, its share),
-    the same distribution with far fewer draws. NaN without such prompts or resamples.
+    the same distribution with far fewer draws (B, seed = resampling.resamples, resampling.seed).
+    NaN without such prompts or resamples.
     """
     keep = valid > 0
     pairs = np.column_stack([first[keep], valid[keep]]).astype(float)
     n = len(pairs)
-    if n == 0 or resamples == 0:
+    if n == 0 or resampling.resamples == 0:
         return (float("nan"), float("nan"))
     if n <= bootstrap.EXACT_DRAWS_UP_TO:
-        totals = bootstrap.resampled_sums(pairs, resamples, seed).totals
+        totals = bootstrap.resampled_sums(pairs, resampling).totals
     else:
         distinct, counts = np.unique(pairs, axis=0, return_counts=True)
-        totals = np.random.default_rng(seed).multinomial(n, counts / n, size=resamples) @ distinct
+        draws = np.random.default_rng(resampling.seed).multinomial(n, counts / n, size=resampling.resamples)
+        totals = draws @ distinct
     lo, hi = bootstrap.percentile_interval(bootstrap.ratio(totals[:, 0], totals[:, 1]))
     return (float(lo[0]), float(hi[0]))
 
 
-def judge_summary(data: SelectionData, judge: str, resamples: int = 10_000, seed: int = 0) -> dict[str, object]:
+def judge_summary(data: SelectionData, judge: str, resampling: Resampling = Resampling()) -> dict[str, object]:
     """Calls, statuses, first-slot share vs uniform, χ² test, flip rate and entropy, with 95% intervals.
 
     calls: recorded calls; valid: calls with a pick; recovered: valid calls the
@@ -308,8 +311,8 @@ def judge_summary(data: SelectionData, judge: str, resamples: int = 10_000, seed
     slot = data.slots[judge][valid]
     parsed = flip[~np.isnan(flip)]
     first_lo, first_hi = first_slot_interval((valid & (data.slots[judge] == 0)).sum(axis=1), valid.sum(axis=1),
-                                             resamples, seed)
-    flip_lo, flip_hi = _fixed_n_interval(parsed, resamples, seed)
+                                             resampling)
+    flip_lo, flip_hi = _fixed_n_interval(parsed, resampling)
     return {
         "judge": judge,
         "orders": picks.shape[1],

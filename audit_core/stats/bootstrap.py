@@ -80,6 +80,7 @@ import numpy as np
 from scipy import fft, sparse
 from threadpoolctl import ThreadpoolController
 
+from audit_core.stats.resampling import Resampling
 from audit_core.stats.study_draws import StudyDraws
 
 Draws = np.random.Generator | StudyDraws  # what makes index draws: numpy's generator, or the study's stream
@@ -361,8 +362,9 @@ def _mean_samples(x: np.ndarray, rng: Draws, resamples: int) -> np.ndarray:
     return out
 
 
-def fixed_n_means(values: np.ndarray, resamples: int, seed: int) -> np.ndarray:
-    """(B, K) bootstrap means of the K columns of `values` (n, K), resampled at fixed n.
+def fixed_n_means(values: np.ndarray, resampling: Resampling) -> np.ndarray:
+    """(B, K) bootstrap means of the K columns of `values` (n, K), resampled at fixed n
+    (B = resampling.resamples).
 
     n ≤ EXACT_DRAWS_UP_TO: resample b averages rows
     `np.random.default_rng(seed).integers(0, n, size=(B, n))[b]` of `values` (every column the
@@ -371,9 +373,9 @@ def fixed_n_means(values: np.ndarray, resamples: int, seed: int) -> np.ndarray:
     """
     values = np.asarray(values, dtype=float)
     if len(values) == 0:
-        return np.full((resamples, values.shape[1]), np.nan)
+        return np.full((resampling.resamples, values.shape[1]), np.nan)
     with one_blas_thread():
-        return _mean_samples(values, StudyDraws(seed), resamples).T
+        return _mean_samples(values, StudyDraws(resampling.seed), resampling.resamples).T
 
 
 class FixedNMeans:
@@ -415,9 +417,10 @@ class FixedNMeans:
         """Exact (float64) mean of every added vector, NaN for an empty one."""
         return np.array(self._means, dtype=float)[np.array(self._index, dtype=np.int64)]
 
-    def intervals(self, resamples: int, seed: int, levels: tuple[float, ...]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per level, (lo, hi) of every added vector's percentile interval: NaN for an empty
-        vector, when `resamples` is 0, and beyond the first level unless added with `every_level`."""
+    def intervals(self, resampling: Resampling, levels: tuple[float, ...]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per level, (lo, hi) of every added vector's percentile interval under `resampling`: NaN for
+        an empty vector, with 0 resamples, and beyond the first level unless added with `every_level`."""
+        resamples, seed = resampling.resamples, resampling.seed
         lo = np.full((len(levels), len(self._vectors)), np.nan)
         hi = np.full((len(levels), len(self._vectors)), np.nan)
         by_length: dict[int, list[int]] = defaultdict(list)
@@ -442,8 +445,9 @@ class FixedNMeans:
         return [(lo[k, index], hi[k, index]) for k in range(len(levels))]
 
 
-def stratified_max(strata: list[list[np.ndarray]], resamples: int, seed: int) -> np.ndarray:
-    """(B, len(strata)) bootstrap samples of the largest group mean, resampled within groups.
+def stratified_max(strata: list[list[np.ndarray]], resampling: Resampling) -> np.ndarray:
+    """(B, len(strata)) bootstrap samples of the largest group mean, resampled within groups
+    (B, seed = resampling.resamples, resampling.seed).
 
     strata[j] holds item j's value vectors, one per represented group in a fixed order. For
     each item a generator `np.random.default_rng(seed)` resamples its groups in turn as
@@ -452,6 +456,7 @@ def stratified_max(strata: list[list[np.ndarray]], resamples: int, seed: int) ->
     max_g of group g's mean in resample b. Items with the same group sizes share one generator.
     NaN for an item without groups.
     """
+    resamples, seed = resampling.resamples, resampling.seed
     out = np.full((len(strata), resamples), np.nan)
     by_sizes: dict[tuple[int, ...], list[int]] = defaultdict(list)
     for j, groups in enumerate(strata):
@@ -472,8 +477,9 @@ def stratified_max(strata: list[list[np.ndarray]], resamples: int, seed: int) ->
     return out.T
 
 
-def resampled_sums(values: np.ndarray, resamples: int, seed: int) -> ResampledSums:
-    """Weighted sums Σ_p w_bp · values[p, s] for B joint resamples of all n prompts.
+def resampled_sums(values: np.ndarray, resampling: Resampling) -> ResampledSums:
+    """Weighted sums Σ_p w_bp · values[p, s] for B joint resamples of all n prompts
+    (B, seed = resampling.resamples, resampling.seed).
 
     values: (n, S) per-prompt columns (NaN-free: zero out what a policy does not act on).
     w_b counts row b of `np.random.default_rng(seed).integers(0, n, size=(B, n))`, the same
@@ -482,8 +488,8 @@ def resampled_sums(values: np.ndarray, resamples: int, seed: int) -> ResampledSu
     n, width = values.shape
     dtype = working_dtype(n)
     x = np.ascontiguousarray(values, dtype=dtype)
-    totals = np.empty((resamples, width), dtype=np.float64)
-    for start, stop, weights in _weight_blocks(StudyDraws(seed), resamples, n, dtype):
+    totals = np.empty((resampling.resamples, width), dtype=np.float64)
+    for start, stop, weights in _weight_blocks(StudyDraws(resampling.seed), resampling.resamples, n, dtype):
         totals[start:stop] = weights @ x
     return ResampledSums(totals)
 

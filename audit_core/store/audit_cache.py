@@ -2,7 +2,7 @@
 
 An entry is keyed by what the result depends on: the dataset's content fingerprint
 (`dataset_fingerprint`), the audit code (`code_fingerprint`), the kind of audit and
-its parameters (resamples, seed, reference pool, slices). A finished run, a new call
+its parameters (resamples and seed, reference pool, slices). A finished run, a new call
 or an ingest changes the fingerprint, so no runner has to invalidate anything: a
 stale entry is simply never asked for again (and is removed when a newer one of the
 dataset is stored).
@@ -63,6 +63,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from audit_core.ingest.culturalframes import file_stem
+from audit_core.stats.resampling import Resampling
 from audit_core.store import install_key, owned_files
 
 FORMAT = 2  # 2: authenticated manifests and entry names
@@ -131,16 +132,18 @@ def cache_key(content: str, dataset_id: str, kind: str, **params: Any) -> dict[s
             **params}
 
 
-def selection_key(content: str, dataset_id: str, resamples: int, seed: int, pool: str,
+def selection_key(content: str, dataset_id: str, resampling: Resampling, pool: str,
                   by: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The key of the selection audit `audit.audit_selection(data, resamples, seed, by, calls)` on the
-    reference pool `pool`, as the app and `runners.analyze` both compute it."""
-    return cache_key(content, dataset_id, "selection", resamples=resamples, seed=seed, pool=pool, by=list(by))
+    """The key of the selection audit `audit.audit_selection(data, resampling, by, calls)` on the
+    reference pool `pool`, as the app and `runners.analyze` both compute it (the settings under
+    the keys "resamples" and "seed")."""
+    return cache_key(content, dataset_id, "selection", resamples=resampling.resamples, seed=resampling.seed,
+                     pool=pool, by=list(by))
 
 
-def rating_key(content: str, dataset_id: str, resamples: int, seed: int) -> dict[str, Any]:
-    """The key of the rating audit `rating_audit.audit_rating(data, resamples, seed)`."""
-    return cache_key(content, dataset_id, "rating", resamples=resamples, seed=seed)
+def rating_key(content: str, dataset_id: str, resampling: Resampling) -> dict[str, Any]:
+    """The key of the rating audit `rating.audit.audit_rating(data, resampling)`."""
+    return cache_key(content, dataset_id, "rating", resamples=resampling.resamples, seed=resampling.seed)
 
 
 def data_key(content: str, dataset_id: str, pool: str) -> dict[str, Any]:
@@ -272,13 +275,16 @@ def _decode(entry: int, spec: Any) -> Any:
         return tuple(spec["value"])
     if kind == "json" and "value" in spec:
         return spec["value"]
+    if kind == "resampling":
+        return Resampling(spec.get("resamples"), spec.get("seed"))  # TypeError, ValueError: a miss
     raise _Refused(f"entry of type {kind!r}")
 
 
 def _encode(value: Any, staging: int, counter: list[int]) -> dict[str, Any]:
     """A manifest spec for `value`, writing its file into the open folder `staging`: frames as
     Parquet, numeric arrays as .npy (never pickled), string arrays as one Parquet column, dicts of
-    arrays entry by entry, None, tuples and anything else JSON holds inline (TypeError for the rest)."""
+    arrays entry by entry; None, tuples, resampling settings and anything else JSON holds inline
+    (TypeError for the rest)."""
     def file(ext: str, data: bytes) -> dict[str, Any]:
         counter[0] += 1
         name = f"{counter[0]}.{ext}"
@@ -303,6 +309,8 @@ def _encode(value: Any, staging: int, counter: list[int]) -> dict[str, Any]:
         return {"type": "none"}
     if isinstance(value, tuple):
         return {"type": "tuple", "value": list(value)}
+    if isinstance(value, Resampling):
+        return {"type": "resampling", "resamples": value.resamples, "seed": value.seed}
     json.dumps(value)  # TypeError for anything JSON cannot hold
     return {"type": "json", "value": value}
 

@@ -6,7 +6,7 @@ import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from audit_core import store
+from audit_core import Resampling, store
 from audit_core.rating.audit import audit_rating, load_rating_data
 from audit_core.selection.audit import audit_selection
 from audit_core.selection.data import load_selection_data
@@ -66,7 +66,7 @@ def test_every_pool_side_by_side_with_undefined_pearson(rating_db):
 def test_overview_numbers_are_the_audits(rating_db):
     con = duckdb.connect(rating_db, read_only=True)
     try:
-        result = audit_rating(load_rating_data(con, DATASET), resamples=int(RESAMPLES), seed=0)
+        result = audit_rating(load_rating_data(con, DATASET), Resampling(int(RESAMPLES), 0))
     finally:
         con.close()
     at = open_page(rating_db, "alignment", rater="copy")
@@ -129,7 +129,7 @@ def test_reference_pool_changes_the_selection_audit(pools_db):
     assert before != after
     con = duckdb.connect(pools_db, read_only=True)
     try:
-        strict = audit_selection(load_selection_data(con, "tiny", pool="strict"), resamples=int(RESAMPLES), seed=0)
+        strict = audit_selection(load_selection_data(con, "tiny", pool="strict"), Resampling(int(RESAMPLES), 0))
     finally:
         con.close()
     alpha = strict.policies.set_index("policy").loc["alpha"]

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from audit_core import Resampling
 from audit_core.selection import gate_compose as gc
 from audit_core.selection.audit import audit_selection
 from findings import figures, numbers
@@ -54,7 +55,7 @@ def _values(column: object) -> list:
 def test_a_link_with_a_composed_gate_shows_its_audit_and_marks_it_in_every_chart(db, data):
     at = open_gates(db, compose=GATE, gate="beta agree>=3/3")
     assert at.text_input(key="compose").value == GATE
-    composed = gc.evaluate(gc.parse_gate(GATE), data, resamples=1000, seed=0)
+    composed = gc.evaluate(gc.parse_gate(GATE), data, Resampling(1000, 0))
     kept, rejected = (composed.gates.set_index("side").loc[s] for s in ("kept", "rejected"))
     sides = cards(at)
     assert len(sides) == 4  # the selected standard gate's two sides, then the composed gate's
@@ -76,7 +77,7 @@ def test_a_link_with_a_composed_gate_shows_its_audit_and_marks_it_in_every_chart
     risk = shown["Risk–coverage"]
     point = trace(risk, "composed gate")
     assert (point["x"][0], point["y"][0]) == pytest.approx((kept["coverage"], kept["regret"]))
-    selected = audit_selection(data, resamples=1000, seed=0).risk_coverage.set_index("policy").loc["beta agree>=3/3"]
+    selected = audit_selection(data, Resampling(1000, 0)).risk_coverage.set_index("policy").loc["beta agree>=3/3"]
     ring = trace(risk, "selected gate")
     assert (ring["x"][0], ring["y"][0]) == pytest.approx((selected["coverage"], selected["regret"]))
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as hs
 from streamlit.testing.v1 import AppTest
 
 from app_ui import glance
-from audit_core import store
+from audit_core import Resampling, store
 from audit_core.selection.audit import audit_selection
 from audit_core.selection.data import load_selection_data
 from audit_core.user_text import visible
@@ -153,7 +153,7 @@ def test_gated_policies_carry_their_coverage_and_the_cards_their_intervals(three
     con = duckdb.connect(three, read_only=True)
     try:
         data, calls = load_selection_data(con, "tiny"), store.load_calls(con, "tiny")
-        result = audit_selection(data, resamples=int(RESAMPLES), seed=0, calls=calls)
+        result = audit_selection(data, Resampling(int(RESAMPLES), 0), calls=calls)
     finally:
         con.close()
     policies = result.policies.set_index("policy")

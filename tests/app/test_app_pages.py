@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app_ui import painted
-from audit_core import store
+from audit_core import Resampling, store
 from audit_core.selection.audit import audit_selection
 from audit_core.selection.outcomes import prompt_outcomes
 from findings.summary import findings_markdown, source_note
@@ -70,7 +70,7 @@ def test_the_overview_draws_its_headline_first_and_its_figures_once_the_browser_
 
 def test_overview_headline_cards_match_the_analysis(db, data):
     at = open_page(db, "overview")
-    result = audit_selection(data, resamples=10_000, seed=0)
+    result = audit_selection(data, Resampling(10_000, 0))
     alpha = result.policies.set_index("policy").loc["alpha"]
     shown = dict(cards(at))
     assert shown["Gain over random"] == f"{alpha['gain']:+.3f} [{alpha['gain_lo']:+.3f}, {alpha['gain_hi']:+.3f}]"
@@ -85,7 +85,7 @@ def test_resample_count_comes_from_the_url_and_reaches_the_intervals(db, data):
     at = open_page(db, "overview", resamples="1000")
     assert at.sidebar.selectbox(key="resamples").value == 1000
     assert any("1,000 bootstrap resamples" in c.value for c in at.caption)
-    alpha = audit_selection(data, resamples=1_000, seed=0).policies.set_index("policy").loc["alpha"]
+    alpha = audit_selection(data, Resampling(1_000, 0)).policies.set_index("policy").loc["alpha"]
     assert dict(cards(at))["Regret"].endswith(f"[{alpha['regret_lo']:.3f}, {alpha['regret_hi']:.3f}]")
 
 
@@ -207,7 +207,7 @@ def test_findings_shows_the_report_of_the_cached_analysis_and_offers_downloads(d
     row = store.list_datasets(con).iloc[0].to_dict()
     calls = store.load_calls(con, "tiny")  # the app's audit reads the calls' slots and seconds too
     con.close()
-    expected = findings_markdown(audit_selection(data, resamples=10_000, seed=0, calls=calls), dataset="tiny",
+    expected = findings_markdown(audit_selection(data, Resampling(10_000, 0), calls=calls), dataset="tiny",
                                  source_note=source_note(row))
     assert expected.strip() in [m.value for m in at.markdown]  # st.markdown strips the final newline
     assert "**SIMULATED data**" in expected
@@ -378,7 +378,7 @@ def test_judge_comparison_tables_speak_words_and_percentages(db, data):
     at = open_page(db, "judges")
     calls = at.dataframe[0].value
     assert not [c for c in calls.columns if "_" in c]
-    judges = audit_selection(data, resamples=10_000, seed=0).judges.set_index("judge")
+    judges = audit_selection(data, Resampling(10_000, 0)).judges.set_index("judge")
     assert [c.split(" [")[0] for c in calls["picks slot A [95%]"]] == \
         [f"{judges.loc[j, 'first_slot']:.0%}" for j in ("alpha", "beta")]
     for frame in at.dataframe:

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from audit_core import store
+from audit_core import Resampling, store
 from audit_core.user_text import escape_html, escape_markdown, visible
 from findings import figures
 from findings.sections import build_sections
@@ -172,7 +172,7 @@ def test_both_reports_and_their_figures_keep_every_field_inert(selection_db, tmp
     check_html(page)
     for field in ("judge", "country", "prompt", "source", "notes", "generator"):
         assert f"{field} ⟨U+202E⟩" in md and f"{field} ⟨U+202E⟩" in page, field
-    built = report.load_report(selection_db, "tiny", 20, 0, "all")
+    built = report.load_report(selection_db, "tiny", Resampling(20, 0), "all")
     shown = [f for s in build_sections(built) for f in s.figures]
     assert shown
     for figure in shown:  # what kaleido draws into the SVG and PNG files too

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from audit_core import store
+from audit_core import Resampling, store
 from audit_core.attributes.audit import audit_attributes, load_attribute_data
 from findings.blocks import Figure
 from findings.numbers import percent
@@ -38,7 +38,7 @@ def test_the_report_builds_on_the_attribute_demo_with_the_audits_numbers(built, 
     assert "SIMULATED" in page and "Attribute judges: accuracy per attribute" in (out / "report.md").read_text()
     con = store.connect(built, read_only=True)
     try:
-        result = audit_attributes(load_attribute_data(con, demo_attributes.DATASET), resamples=RESAMPLES)
+        result = audit_attributes(load_attribute_data(con, demo_attributes.DATASET), Resampling(RESAMPLES))
     finally:
         con.close()
     parsed = render((out / "report.md").read_text(encoding="utf-8"))
@@ -61,7 +61,7 @@ def test_the_report_builds_on_the_attribute_demo_with_the_audits_numbers(built, 
 
 
 def test_the_attribute_sections_draw_accuracy_under_both_policies(built):
-    loaded = report.load_report(built, demo_attributes.DATASET, RESAMPLES, 0, "all")
+    loaded = report.load_report(built, demo_attributes.DATASET, Resampling(RESAMPLES, 0), "all")
     figures = {f.name: f for s in build_sections(loaded) for f in s.figures if isinstance(f, Figure)}
     for name in ("attribute_accuracy_miss", "attribute_accuracy_exclude"):
         traces = figures[name].figure.data

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit_core import store
+from audit_core import Resampling, store
 from audit_core.selection.audit import audit_selection
 from audit_core.selection.data import load_selection_data
 from audit_core.store.schema import ERROR_OUTCOMES
@@ -38,7 +38,7 @@ def no_nan(report: str) -> None:
 
 @pytest.fixture(scope="module")
 def result():
-    return audit_selection(random_data(n=60, seed=4), resamples=300, seed=1)
+    return audit_selection(random_data(n=60, seed=4), Resampling(300, 1))
 
 
 def test_each_judges_headline_numbers_are_the_audits(result) -> None:
@@ -107,7 +107,7 @@ def test_wording_follows_what_the_gain_interval_includes() -> None:
     h = np.tile([0.0, 0.5, 1.0], (n, 1))
     picks = {"best": np.full((n, 2), 2), "worst": np.full((n, 2), 0),
              "coin": np.repeat(np.where(np.arange(n) % 2, 0, 2)[:, None], 2, axis=1)}
-    report = findings_markdown(audit_selection(make_data(h, picks), resamples=400, seed=0), dataset="d")
+    report = findings_markdown(audit_selection(make_data(h, picks), Resampling(400, 0)), dataset="d")
     assert "interval excludes 0: above random" in section(report, "### best")
     assert "interval excludes 0: below random" in section(report, "### worst")
     coin = section(report, "### coin")
@@ -124,7 +124,7 @@ def test_hostile_names_and_countries_render_literally() -> None:
     h = np.round(rng.random((n, 3)) * 4) / 4
     picks = {j: rng.integers(0, 3, size=(n, 2)) for j in HOSTILE_JUDGES}
     data = make_data(h, picks, countries=[HOSTILE_COUNTRY] * n)
-    report = findings_markdown(audit_selection(data, resamples=100), dataset="data|set <script>x</script>")
+    report = findings_markdown(audit_selection(data, Resampling(100)), dataset="data|set <script>x</script>")
     assert not re.search(r"(?<!\\)<[A-Za-z/]", report)  # every tag-like < is escaped
     for raw in HOSTILE_JUDGES:
         assert raw not in report  # only in escaped form
@@ -158,7 +158,7 @@ def test_source_note_marks_the_demo_and_skips_missing_fields() -> None:
 def test_one_judge_without_a_scorer() -> None:
     data = random_data(n=30, n_orders=2, seed=2, judges=("solo",))
     data.scores.clear()
-    report = findings_markdown(audit_selection(data, resamples=100), dataset="one")
+    report = findings_markdown(audit_selection(data, Resampling(100)), dataset="one")
     no_nan(report)
     assert "### solo" in report and report.count("### ") == 1
     assert [row[0] for row in render(report).table("gate")] == ["solo agree>=2/2"]  # no cross-judge or scorer gate
@@ -168,7 +168,7 @@ def test_one_judge_without_a_scorer() -> None:
 def test_a_judge_with_no_valid_pick() -> None:
     h = np.array([[0.1, 0.5, 0.9], [0.2, 0.4, 0.6], [0.0, 1.0, 0.5]])
     data = make_data(h, {"mute": np.full((3, 2), -1), "ok": np.array([[2, 2], [0, 1], [1, 1]])}, countries=["x", "y", "x"])
-    report = findings_markdown(audit_selection(data, resamples=50), dataset="m")
+    report = findings_markdown(audit_selection(data, Resampling(50)), dataset="m")
     no_nan(report)
     mute = section(report, "### mute")
     assert "never returned a valid image" in mute and "6 recorded, 0 valid; parse failures 6 (100.0% of calls)" in mute
@@ -179,16 +179,16 @@ def test_a_judge_with_no_valid_pick() -> None:
 
 def test_no_resamples_and_no_judges_read_without_intervals() -> None:
     h = np.array([[0.1, 0.5, 0.9], [0.2, 0.4, 0.6]])
-    report = findings_markdown(audit_selection(make_data(h, {"j": np.array([[2, 1], [0, 0]])}), resamples=0), dataset="z")
+    report = findings_markdown(audit_selection(make_data(h, {"j": np.array([[2, 1], [0, 0]])}), Resampling(0)), dataset="z")
     no_nan(report)
     assert "no bootstrap intervals (0 resamples)" in report and "(no interval)" in report
-    empty = findings_markdown(audit_selection(make_data(h, {}, countries=[None, None]), resamples=20), dataset="z")
+    empty = findings_markdown(audit_selection(make_data(h, {}, countries=[None, None]), Resampling(20)), dataset="z")
     no_nan(empty)
     assert "No selector judge is recorded" in empty and "No gate can be formed" in empty
 
 
 def test_cultural_rows_are_those_whose_bonferroni_interval_excludes_zero() -> None:
-    result = audit_selection(random_data(n=200, seed=7), resamples=400, seed=2)
+    result = audit_selection(random_data(n=200, seed=7), Resampling(400, 2))
     rows = render(findings_markdown(result, dataset="c")).table("policy", "error")
     c = result.cultural
     c = c[c["outcome"].isin(ERROR_OUTCOMES) & c["kind"].isin(["judge", "majority", "scorer"])]
@@ -209,7 +209,7 @@ def test_analyze_writes_the_report_with_the_datasets_provenance(tmp_path) -> Non
         calls = store.load_calls(con, "tiny")
     finally:
         con.close()
-    result = audit_selection(data, resamples=40, seed=5, calls=calls)
+    result = audit_selection(data, Resampling(40, 5), calls=calls)
     expected = findings_markdown(result, dataset="tiny", source_note=source_note(row))
     written = (out / "report.md").read_text(encoding="utf-8")
     assert written == expected and "**SIMULATED data**" in written

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from audit_core import SelectionAudit, audit_selection, load_selection_data, store
+from audit_core import Resampling, SelectionAudit, audit_selection, load_selection_data, store
 from audit_core.store import audit_cache, install_key
 from benchmarks.synthetic import build_synthetic_db
 
@@ -18,13 +18,14 @@ def study_with_audit(db: Path, dataset: str, n_prompts: int, resamples: int) -> 
     """(`db`, built with `n_prompts` synthetic prompts as `dataset`; its selection audit as `runners.analyze`
     computes it, seed 0; that audit's cache key)."""
     build_synthetic_db(db, n_prompts=n_prompts, dataset_id=dataset)
+    settings = Resampling(resamples, 0)
     con = store.connect(db, read_only=True)
     try:
         data, calls = load_selection_data(con, dataset), store.load_calls(con, dataset)
-        key = audit_cache.selection_key(audit_cache.dataset_fingerprint(con, dataset), dataset, resamples, 0, "all")
+        key = audit_cache.selection_key(audit_cache.dataset_fingerprint(con, dataset), dataset, settings, "all")
     finally:
         con.close()
-    return db, audit_selection(data, resamples=resamples, seed=0, calls=calls), key
+    return db, audit_selection(data, settings, calls=calls), key
 
 
 def assert_same_result(a: object, b: object) -> None:

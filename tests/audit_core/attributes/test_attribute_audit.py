@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import confusion_matrix, f1_score
 
+from audit_core import Resampling
 from audit_core.attributes.audit import (
     ATTRIBUTE_COLUMNS,
     MISSING,
@@ -69,7 +70,7 @@ def mixed():
     gold = gold_frame(rng)
     answers = random_answers("mixed", gold, rng) + random_answers("other", gold, rng)
     data = data_of(answers, gold)
-    return data, audit_attributes(data, resamples=RESAMPLES, seed=3)
+    return data, audit_attributes(data, Resampling(RESAMPLES, 3))
 
 
 def cell(result, judge: str, attribute: str, condition: str = "default") -> pd.Series:
@@ -81,7 +82,7 @@ def test_a_judge_abstaining_on_everything_has_no_coverage_and_an_undefined_exclu
     gold = gold_frame(np.random.default_rng(0))
     rows = [answer("silent", cid, a, "abstained", answer=TAXONOMY.attribute(a).abstain)
             for cid, a, _ in gold.itertuples(index=False, name=None)]
-    result = audit_attributes(data_of(rows, gold), resamples=RESAMPLES)
+    result = audit_attributes(data_of(rows, gold), Resampling(RESAMPLES))
     assert list(result.cells.columns) == list(ATTRIBUTE_COLUMNS)
     assert len(result.cells) == 3 and (result.cells["n"] == len(IMAGES)).all()
     assert (result.cells["coverage"] == 0).all() and (result.cells["accuracy_miss"] == 0).all()
@@ -96,7 +97,7 @@ def test_a_judge_perfect_when_it_answers_has_excluded_accuracy_one():
     gold = gold_frame(np.random.default_rng(1))
     rows = [answer("perfect", cid, a, "abstained", answer="unspecified") if k % 4 == 0 else answer("perfect", cid, a, "ok", label)
             for k, (cid, a, label) in enumerate(gold.itertuples(index=False, name=None))]
-    result = audit_attributes(data_of(rows, gold), resamples=RESAMPLES)
+    result = audit_attributes(data_of(rows, gold), Resampling(RESAMPLES))
     cells = result.cells.set_index("attribute")
     assert (cells["accuracy_exclude"] == 1).all() and (cells["accuracy_exclude_lo"] == 1).all()
     assert (cells["accuracy_miss"] == cells["answered"] / cells["n"]).all()
@@ -108,7 +109,7 @@ def test_junk_and_missing_answers_stay_in_the_excluded_denominator():
     rows = [answer("j", IMAGES[0], "gender", "ok", "male"), answer("j", IMAGES[1], "gender", "ok", "female"),
             answer("j", IMAGES[2], "gender", "abstained", answer="unspecified"),
             answer("j", IMAGES[3], "gender", "off_taxonomy", answer="Male"), answer("j", IMAGES[4], "gender", "missing")]
-    c = audit_attributes(data_of(rows, gold), resamples=0).cells.iloc[0]
+    c = audit_attributes(data_of(rows, gold), Resampling(0)).cells.iloc[0]
     assert (c["n"], c["answered"], c["correct"], c["abstained"], c["missing"]) == (5, 2, 1, 1, 1)
     assert c["accuracy_miss"] == pytest.approx(1 / 5) and c["accuracy_exclude"] == pytest.approx(1 / 4)
     assert c["coverage"] == pytest.approx(2 / 5) and c["off_taxonomy"] == pytest.approx(1 / 5)
@@ -171,7 +172,7 @@ def test_accuracy_by_gold_label_and_macro_means_over_populated_cells(mixed):
     gold = data.gold
     only = [answer("narrow", cid, "gender", "ok", label) for cid, a, label in gold.itertuples(index=False, name=None)
             if a == "gender"]
-    narrow = audit_attributes(data_of(only + data.answers.to_dict("records"), gold), resamples=0)
+    narrow = audit_attributes(data_of(only + data.answers.to_dict("records"), gold), Resampling(0))
     macro = narrow.macro.set_index("judge")
     assert macro.loc["narrow", "attributes"] == 1 and macro.loc["narrow", "accuracy_miss"] == 1
     mine = result.cells[result.cells["judge"] == "mixed"]
@@ -182,7 +183,7 @@ def test_a_gold_abstention_label_is_shown_but_not_scored():
     gold = pd.DataFrame([{"candidate_id": IMAGES[0], "attribute": "religion", "label": "unspecified"},
                          {"candidate_id": IMAGES[1], "attribute": "religion", "label": "Sikh"}])
     rows = [answer("j", IMAGES[0], "religion", "ok", "Hindu"), answer("j", IMAGES[1], "religion", "ok", "Sikh")]
-    result = audit_attributes(data_of(rows, gold), resamples=0)
+    result = audit_attributes(data_of(rows, gold), Resampling(0))
     c = result.cells.iloc[0]
     assert c["n"] == 1 and c["accuracy_miss"] == 1
     counts = result.confusion.set_index(["gold", "predicted"])["count"]

@@ -10,6 +10,7 @@ import pytest
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
+from audit_core import Resampling
 from audit_core.rating import alignment
 from audit_core.rating.reliability import pool_consensus
 from audit_core.stats.bootstrap import count_weights
@@ -69,7 +70,7 @@ def test_a_rater_copying_pool_a_has_mae_zero_and_tilt_plus_one() -> None:
     cb = {cid: v[0] for cid, v in POOL_B.items()}
     ratings = ratings_frame({("copy_a", "default"): ca, ("copy_b", "default"): cb,
                              ("midway", "default"): {c: (ca[c] + cb[c]) / 2 for c in ca if (ca[c] + cb[c]) % 2 == 0}})
-    tables = alignment.alignment_tables(ratings, votes=KNOWN, resamples=300, group_by=())
+    tables = alignment.alignment_tables(ratings, votes=KNOWN, resampling=Resampling(300), group_by=())
     table = tables.alignment.set_index(["judge", "pool"])
     assert table.loc[("copy_a", "a"), ["mae", "mae_lo", "mae_hi"]].tolist() == [0.0, 0.0, 0.0]
     assert table.loc[("copy_a", "a"), "pearson"] == pytest.approx(1.0)
@@ -87,7 +88,7 @@ def test_a_rater_copying_pool_a_has_mae_zero_and_tilt_plus_one() -> None:
 
 def test_a_constant_rater_has_an_undefined_pearson_never_zero() -> None:
     ratings = ratings_frame({("flat", "default"): {cid: 4 for cid in POOL_A}})
-    table = alignment.alignment_table(ratings, votes=KNOWN, resamples=200, group_by=())
+    table = alignment.alignment_table(ratings, votes=KNOWN, resampling=Resampling(200), group_by=())
     assert table["pearson"].isna().all() and table["pearson_lo"].isna().all() and table["pearson_hi"].isna().all()
     assert table["mae"].notna().all() and table["n"].tolist() == [6, 6]
     c = [v[0] for v in POOL_A.values()]
@@ -95,12 +96,12 @@ def test_a_constant_rater_has_an_undefined_pearson_never_zero() -> None:
     # a constant reference (every item rated 3 by the pool) is undefined the same way
     flat_pool = votes_frame({"a": {cid: [3, 3] for cid in POOL_A}})
     varied = ratings_frame({("j", "default"): {cid: v[0] for cid, v in POOL_A.items()}})
-    assert alignment.alignment_table(varied, votes=flat_pool, resamples=50, group_by=())["pearson"].isna().all()
+    assert alignment.alignment_table(varied, votes=flat_pool, resampling=Resampling(50), group_by=())["pearson"].isna().all()
 
 
 def test_measures_match_numpy_scipy_and_sklearn_cell_by_cell() -> None:
     votes, ratings, items = random_study(3)
-    tables = alignment.alignment_tables(ratings, votes=votes, items=items, resamples=0)
+    tables = alignment.alignment_tables(ratings, votes=votes, items=items, resampling=Resampling(0))
     cons = votes.groupby(["candidate_id", "pool"])["value"].mean().unstack()
     anchors = {"anchor=high": ((cons >= 4) | cons.isna()).all(axis=1),
                "anchor=low": ((cons <= 2) | cons.isna()).all(axis=1)}
@@ -158,7 +159,7 @@ def test_bootstrap_intervals_match_a_loop_over_the_same_weights() -> None:
                          "b": {"i0": [5], "i1": [2], "i2": [2, 3], "i3": [4], "i4": [3, 4], "i5": [5], "i6": [1, 2]}})
     ratings = ratings_frame({("j", "default"): {"i0": 5, "i1": 2, "i2": 4, "i3": "abstained", "i4": 4, "i5": 3, "i6": 2}})
     items = pd.DataFrame({"candidate_id": [f"i{k}" for k in range(7)], "side": list("xxyxyyx")})
-    tables = alignment.alignment_tables(ratings, votes=votes, items=items, resamples=400, seed=7)
+    tables = alignment.alignment_tables(ratings, votes=votes, items=items, resampling=Resampling(400, 7))
     cons = votes.groupby(["candidate_id", "pool"])["value"].mean().unstack()  # rows sorted by id: the weight order
     rated = ratings.set_index("candidate_id")["rating"].reindex(cons.index).to_numpy()
     weights = count_weights(np.random.default_rng(7), 400, len(cons))
@@ -192,7 +193,7 @@ def test_bootstrap_intervals_match_a_loop_over_the_same_weights() -> None:
 
 def test_intervals_contain_the_estimate_and_follow_the_seed() -> None:
     votes, ratings, items = random_study(5, n=150)
-    first = alignment.alignment_tables(ratings, votes=votes, items=items, resamples=600, seed=1)
+    first = alignment.alignment_tables(ratings, votes=votes, items=items, resampling=Resampling(600, 1))
     for table, names in ((first.alignment, ("mae", "pearson")), (first.tilt, ("delta", "tilt"))):
         for name in names:
             defined = table[name].notna() & (table["n"] >= 10 if "n" in table else table["n_delta"] >= 10)
@@ -201,16 +202,16 @@ def test_intervals_contain_the_estimate_and_follow_the_seed() -> None:
             assert (table.loc[defined, name] <= table.loc[defined, f"{name}_hi"] + 1e-6).all()
             assert (table.loc[defined, f"{name}_lo"] < table.loc[defined, f"{name}_hi"]).mean() > 0.9
     assert first.alignment.attrs == {"resamples": 600, "seed": 1} == first.tilt.attrs
-    again = alignment.alignment_tables(ratings, votes=votes, items=items, resamples=600, seed=1)
-    other = alignment.alignment_tables(ratings, votes=votes, items=items, resamples=600, seed=2)
+    again = alignment.alignment_tables(ratings, votes=votes, items=items, resampling=Resampling(600, 1))
+    other = alignment.alignment_tables(ratings, votes=votes, items=items, resampling=Resampling(600, 2))
     pd.testing.assert_frame_equal(first.alignment, again.alignment)
     assert not first.alignment["mae_lo"].equals(other.alignment["mae_lo"])
     # computed alone or in another chunking, the tables agree within the documented float32 tolerance;
     # 'all' does not depend on group_by
     close = {"check_exact": False, "rtol": 0.0, "atol": alignment.resample_tolerance(150)}
-    pd.testing.assert_frame_equal(first.tilt, alignment.tilt_table(ratings, votes=votes, items=items, resamples=600, seed=1),
+    pd.testing.assert_frame_equal(first.tilt, alignment.tilt_table(ratings, votes=votes, items=items, resampling=Resampling(600, 1)),
                                   **close)
-    alone = alignment.alignment_table(ratings, votes=votes, resamples=600, seed=1, group_by=())
+    alone = alignment.alignment_table(ratings, votes=votes, resampling=Resampling(600, 1), group_by=())
     pd.testing.assert_frame_equal(alone, first.alignment[first.alignment["group"] == "all"].reset_index(drop=True), **close)
 
 
@@ -218,9 +219,9 @@ def test_intervals_contain_the_estimate_and_follow_the_seed() -> None:
 def test_intervals_do_not_depend_on_the_chunking(monkeypatch, weight_elements) -> None:
     """Resample chunks of 1, 7 and 64 resamples give the one-chunk endpoints within `resample_tolerance`."""
     votes, ratings, items = random_study(5, n=150)
-    whole = alignment.alignment_tables(ratings, votes=votes, items=items, resamples=200, seed=3)
+    whole = alignment.alignment_tables(ratings, votes=votes, items=items, resampling=Resampling(200, 3))
     monkeypatch.setattr(alignment, "WEIGHT_ELEMENTS", weight_elements)
-    chunked = alignment.alignment_tables(ratings, votes=votes, items=items, resamples=200, seed=3)
+    chunked = alignment.alignment_tables(ratings, votes=votes, items=items, resampling=Resampling(200, 3))
     close = {"check_exact": False, "rtol": 0.0, "atol": alignment.resample_tolerance(150)}
     pd.testing.assert_frame_equal(whole.alignment, chunked.alignment, **close)
     pd.testing.assert_frame_equal(whole.tilt, chunked.tilt, **close)
@@ -229,7 +230,7 @@ def test_intervals_do_not_depend_on_the_chunking(monkeypatch, weight_elements) -
 def test_abstentions_and_failures_are_counted_never_scored() -> None:
     ratings = ratings_frame({("j", "default"): {"i0": 5, "i1": "abstained", "i2": "parse_fail", "i3": "abstained",
                                                 "i4": "runtime_fail", "i5": 3}})
-    table = alignment.alignment_table(ratings, votes=KNOWN, resamples=0, group_by=()).set_index("pool")
+    table = alignment.alignment_table(ratings, votes=KNOWN, resampling=Resampling(0), group_by=()).set_index("pool")
     assert table.loc["a", ["n", "abstained", "failed"]].tolist() == [2, 2, 2]
     assert table.loc["a", "mae"] == 0.0 and table.loc["b", "mae"] == pytest.approx(1.0)
     assert np.isnan(table.loc["a", "mae_lo"])  # no resamples asked: no interval
@@ -237,7 +238,7 @@ def test_abstentions_and_failures_are_counted_never_scored() -> None:
 
 def test_an_item_without_a_rating_row_is_not_counted() -> None:
     ratings = ratings_frame({("j", "default"): {"i0": 5, "i1": 1}, ("k", "default"): {"i0": 5}})
-    table = alignment.alignment_table(ratings, votes=KNOWN, resamples=0, group_by=())
+    table = alignment.alignment_table(ratings, votes=KNOWN, resampling=Resampling(0), group_by=())
     assert table.set_index(["judge", "pool"]).loc[("k", "a"), ["n", "abstained", "failed"]].tolist() == [1, 0, 0]
 
 
@@ -256,22 +257,22 @@ def test_an_item_without_a_rating_row_is_not_counted() -> None:
 def test_bad_ratings_are_named_by_row_and_field(rows: list[tuple], message: str) -> None:
     ratings = pd.DataFrame(rows, columns=["judge", "condition", "candidate_id", "rating", "status"])
     with pytest.raises(ValueError, match=message) as err:
-        alignment.alignment_table(ratings, votes=KNOWN, resamples=0)
+        alignment.alignment_table(ratings, votes=KNOWN, resampling=Resampling(0))
     assert "judge 'j'" in str(err.value) and "candidate 'i0'" in str(err.value)
 
 
 def test_bad_references_and_options_are_refused() -> None:
     ratings = ratings_frame({("j", "default"): {"i0": 3}})
     with pytest.raises(ValueError, match="outside the scale 1..5"):
-        alignment.alignment_table(ratings, votes=votes_frame({"a": {"i0": [0.5]}}), resamples=0)
+        alignment.alignment_table(ratings, votes=votes_frame({"a": {"i0": [0.5]}}), resampling=Resampling(0))
     with pytest.raises(ValueError, match="give votes, consensus or both"):
-        alignment.alignment_table(ratings, resamples=0)
+        alignment.alignment_table(ratings, resampling=Resampling(0))
     with pytest.raises(ValueError, match="missing column"):
-        alignment.alignment_table(ratings.drop(columns="condition"), votes=KNOWN, resamples=0)
+        alignment.alignment_table(ratings.drop(columns="condition"), votes=KNOWN, resampling=Resampling(0))
     with pytest.raises(ValueError, match="'culture' is neither 'anchor' nor an attribute"):
-        alignment.alignment_table(ratings, votes=KNOWN, resamples=0, group_by=("culture",))
+        alignment.alignment_table(ratings, votes=KNOWN, resampling=Resampling(0), group_by=("culture",))
     with pytest.raises(ValueError, match="at least 4 points"):
-        alignment.alignment_table(ratings, votes=KNOWN, resamples=0, scale=(1, 3))
+        alignment.alignment_table(ratings, votes=KNOWN, resampling=Resampling(0), scale=(1, 3))
 
 
 def test_votes_only_consensus_is_the_pool_mean_and_a_consensus_row_wins() -> None:
@@ -283,7 +284,7 @@ def test_votes_only_consensus_is_the_pool_mean_and_a_consensus_row_wins() -> Non
     mixed = pool_consensus(votes, rows).set_index(["candidate_id", "pool"])["value"]
     assert mixed.to_dict() == {("i0", "a"): 7 / 3, ("i0", "b"): 3.0, ("i1", "a"): 2.0, ("i2", "a"): 3.0}
     ratings = ratings_frame({("j", "default"): {"i0": 2, "i1": 4, "i2": 3}})
-    table = alignment.alignment_table(ratings, votes=votes, consensus=rows, resamples=0, group_by=()).set_index("pool")
+    table = alignment.alignment_table(ratings, votes=votes, consensus=rows, resampling=Resampling(0), group_by=()).set_index("pool")
     assert table.loc["a", "mae"] == pytest.approx((1 / 3 + 2 + 0) / 3)
     assert table.loc["b", "n"] == 1
 
@@ -292,7 +293,7 @@ def test_anchors_with_three_pools_use_every_pool_and_pairs_their_own_two() -> No
     votes = votes_frame({"a": {"i0": [5], "i1": [4], "i2": [1]}, "b": {"i0": [4], "i1": [4], "i2": [2]},
                          "c": {"i0": [2], "i1": [5]}})
     ratings = ratings_frame({("j", "default"): {"i0": 4, "i1": 4, "i2": 2}})
-    tables = alignment.alignment_tables(ratings, votes=votes, resamples=0, group_by=("anchor",))
+    tables = alignment.alignment_tables(ratings, votes=votes, resampling=Resampling(0), group_by=("anchor",))
     n = tables.alignment.set_index(["pool", "group"])["n"]
     # i0 is contested (c says 2), i1 high by all three, i2 low by the two pools that rated it
     assert n[("a", "anchor=high")] == 1 and n[("a", "anchor=low")] == 1 and n[("a", "anchor=contested")] == 1
@@ -304,7 +305,7 @@ def test_anchors_with_three_pools_use_every_pool_and_pairs_their_own_two() -> No
 def test_table_columns_are_the_contract_and_one_pool_has_no_tilt() -> None:
     ratings = ratings_frame({("j", "default"): {"i0": 3}})
     only_a = votes_frame({"a": POOL_A})
-    tables = alignment.alignment_tables(ratings, votes=only_a, resamples=10)
+    tables = alignment.alignment_tables(ratings, votes=only_a, resampling=Resampling(10))
     assert tuple(tables.alignment.columns) == alignment.ALIGNMENT_COLUMNS
     assert alignment.ALIGNMENT_COLUMNS[:15] == (
         "judge", "condition", "pool", "group", "n", "abstained", "mae", "mae_lo", "mae_hi", "pearson",

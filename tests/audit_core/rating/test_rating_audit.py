@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_core import store
+from audit_core import Resampling, store
 from audit_core.ingest.pools import write_dataset
 from audit_core.rating.audit import (
     RATING_COLUMNS,
@@ -64,7 +64,7 @@ def data(db):
 
 @pytest.fixture(scope="module")
 def result(data):
-    return audit_rating(data, resamples=RESAMPLES, seed=3)
+    return audit_rating(data, Resampling(RESAMPLES, 3))
 
 
 def wide_consensus(data) -> pd.DataFrame:
@@ -200,7 +200,7 @@ def test_votes_without_ratings_give_reliability_and_empty_alignment(tmp_path):
         data = load_rating_data(con, "votes")
     finally:
         con.close()
-    result = audit_rating(data, resamples=RESAMPLES)
+    result = audit_rating(data, Resampling(RESAMPLES))
     assert data.raters == [] and result.alignment.empty and result.tilt.empty
     assert list(result.reliability["pool"]) == ["a", "b"]
     assert json.dumps(result.to_summary(), allow_nan=False)

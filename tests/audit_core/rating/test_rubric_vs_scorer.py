@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from audit_core import Resampling
 from audit_core.rating import rubric_vs_scorer as rvs
 from audit_core.stats.bootstrap import count_weights
 
@@ -36,7 +37,7 @@ def _frames(rng, n=40, judges=(("j", "default"),), scorers=("clip",)):
 def test_point_estimates_and_every_resample_match_scipy_on_the_same_draws():
     rng = np.random.default_rng(3)
     ratings, scores = _frames(rng)
-    result = rvs.rubric_vs_scorer(ratings, scores, (1, 5), resamples=300, seed=11)
+    result = rvs.rubric_vs_scorer(ratings, scores, (1, 5), Resampling(300, 11))
     row = result.correlations.iloc[0]
     items = result.items
     ok = ratings[ratings["status"] == "ok"]
@@ -59,9 +60,9 @@ def test_point_estimates_and_every_resample_match_scipy_on_the_same_draws():
 
 def test_the_bootstrap_is_the_same_in_blocks(monkeypatch):
     ratings, scores = _frames(np.random.default_rng(5))
-    whole = rvs.rubric_vs_scorer(ratings, scores, (1, 5), resamples=200, seed=2).correlations
+    whole = rvs.rubric_vs_scorer(ratings, scores, (1, 5), Resampling(200, 2)).correlations
     monkeypatch.setattr(rvs, "CHUNK_ELEMENTS", 7 * 36)  # blocks of a few resamples
-    pd.testing.assert_frame_equal(rvs.rubric_vs_scorer(ratings, scores, (1, 5), resamples=200, seed=2).correlations,
+    pd.testing.assert_frame_equal(rvs.rubric_vs_scorer(ratings, scores, (1, 5), Resampling(200, 2)).correlations,
                                   whole)
 
 
@@ -69,7 +70,7 @@ def test_every_judge_condition_meets_every_scorer_on_the_items_both_cover():
     ratings, scores = _frames(np.random.default_rng(7), judges=(("a", "default"), ("a", "persona"), ("b", "default")),
                               scorers=("clip", "other"))
     scores = scores[~((scores["scorer"] == "other") & (scores["candidate_id"] == "c000"))]  # one image unscored
-    result = rvs.rubric_vs_scorer(ratings, scores, (1, 5), resamples=50)
+    result = rvs.rubric_vs_scorer(ratings, scores, (1, 5), Resampling(50))
     keys = list(result.correlations[["judge", "condition", "scorer"]].itertuples(index=False, name=None))
     assert keys == [(j, c, s) for j, c in (("a", "default"), ("a", "persona"), ("b", "default"))
                     for s in ("clip", "other")]
@@ -88,12 +89,12 @@ def test_undefined_when_a_side_is_constant_or_too_few_items_pair_up():
     lone = pd.DataFrame({"judge": "lone", "condition": "default", "candidate_id": ids,
                          "rating": [5.0, np.nan, np.nan, np.nan],
                          "status": ["ok", "abstained", "parse_fail", "abstained"]})
-    table = rvs.rubric_vs_scorer(pd.concat([constant, lone]), scores, (1, 5), resamples=100).correlations
+    table = rvs.rubric_vs_scorer(pd.concat([constant, lone]), scores, (1, 5), Resampling(100)).correlations
     table = table.set_index("judge")
     assert table.loc["flat", "n"] == 4 and table.loc[["flat", "lone"], ["pearson", "spearman", "pearson_lo",
                                                                       "spearman_hi"]].isna().all().all()
     assert table.loc["lone", "n"] == 1 and table.loc["lone", "unrated"] == 3
-    empty = rvs.rubric_vs_scorer(constant.iloc[:0], scores, (1, 5), resamples=10)
+    empty = rvs.rubric_vs_scorer(constant.iloc[:0], scores, (1, 5), Resampling(10))
     assert empty.correlations.empty and list(empty.items.columns) == list(rvs.ITEM_COLUMNS)
 
 

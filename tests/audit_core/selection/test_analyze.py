@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_core import store
+from audit_core import Resampling, store
 from audit_core.selection.audit import audit_selection
 from audit_core.selection.data import SelectionData
 from audit_core.selection.policies import policy_picks
@@ -54,7 +54,7 @@ def data() -> SelectionData:
 
 @pytest.fixture(scope="module")
 def result(data: SelectionData):
-    return audit_selection(data, resamples=300, seed=1)
+    return audit_selection(data, Resampling(300, 1))
 
 
 def test_point_estimates_match_a_loop_reference(data: SelectionData, result) -> None:
@@ -186,12 +186,12 @@ def test_country_intervals_contain_their_estimates_and_have_width(result) -> Non
 
 
 def test_same_seed_same_result_and_seed_recorded(data: SelectionData) -> None:
-    first = audit_selection(data, resamples=200, seed=9)
-    again = audit_selection(data, resamples=200, seed=9)
+    first = audit_selection(data, Resampling(200, 9))
+    again = audit_selection(data, Resampling(200, 9))
     pd.testing.assert_frame_equal(first.policies, again.policies)
     pd.testing.assert_frame_equal(first.groups, again.groups)
     assert first.to_summary()["seed"] == 9 and first.to_summary()["resamples"] == 200
-    other = audit_selection(data, resamples=200, seed=10)
+    other = audit_selection(data, Resampling(200, 10))
     assert not np.allclose(first.policies["regret_lo"], other.policies["regret_lo"])
 
 
@@ -225,7 +225,7 @@ def test_shuffling_prompts_and_candidate_columns_preserves_results() -> None:
     extra = {"stereotype": rng.random((n, 4)), "missing_explicit": rng.random((n, 4)), "missing_implicit": rng.random((n, 4))}
     base = make_data(h, picks, [f"c{i % 3}" for i in range(n)], extra, scores={"clip": rng.random((n, 4))})
     shuffled = permuted(base, rng.permutation(n), np.array([2, 0, 3, 1]))
-    one, two = audit_selection(base, resamples=0), audit_selection(shuffled, resamples=0)
+    one, two = audit_selection(base, Resampling(0)), audit_selection(shuffled, Resampling(0))
     columns = ["policy", "n", "regret", "gain", "bmr", "bmr_random", "best", "worst_group_regret",
                "disparity", "stereotype_delta", "missing_explicit_sensitive_delta"]
     pd.testing.assert_frame_equal(one.policies[columns], two.policies[columns], check_exact=False, atol=1e-12)
@@ -236,7 +236,7 @@ def test_shuffling_prompts_and_candidate_columns_preserves_results() -> None:
 def test_a_judge_that_never_answers() -> None:
     h = np.array([[0.1, 0.5, 0.9], [0.2, 0.4, 0.6]])
     data = make_data(h, {"mute": np.full((2, 2), -1), "ok": np.array([[2, 2], [0, 1]])}, countries=["x", "y"])
-    result = audit_selection(data, resamples=50)
+    result = audit_selection(data, Resampling(50))
     table = result.policies.set_index("policy")
     assert table.loc["mute", "n"] == 0 and table.loc["mute", "coverage"] == 0.0
     assert np.isnan(table.loc["mute", "regret"]) and np.isnan(table.loc["mute", "regret_lo"])
@@ -292,7 +292,7 @@ def test_synthetic_dataset_loads_and_audits(synthetic_db: str) -> None:
     con.close()
     assert data.n_prompts == 300 and len(data.judges) == 3 and data.scorers == ["clip"]
     assert set(data.pool_sizes) == {3, 4}
-    result = audit_selection(data, resamples=100)
+    result = audit_selection(data, Resampling(100))
     first = result.judges.set_index("judge")["first_slot"]
     assert first["slot_a"] > first["steady"]  # the slot-A judge shows its bias
 
@@ -323,7 +323,7 @@ def test_analyze_command_rejects_unknown_inputs(synthetic_db: str, tmp_path, cap
 
 def test_a_dataset_without_judges_still_has_every_table() -> None:
     data = make_data(np.array([[0.1, 0.5, 0.9], [0.2, 0.4, 0.6]]), {}, countries=[None, None])
-    result = audit_selection(data, resamples=20)
+    result = audit_selection(data, Resampling(20))
     assert result.policies["policy"].tolist() == ["random", "oracle"]
     for name, frame in result.tables().items():
         assert len(frame.columns) > 0, name

@@ -36,7 +36,7 @@ import json
 import numpy as np
 import pytest
 
-from audit_core import store
+from audit_core import Resampling, store
 from audit_core.selection.audit import audit_selection
 from audit_core.selection.data import SelectionData, load_selection_data
 from runners import ingest
@@ -131,7 +131,7 @@ def result(tmp_path_factory):
     data = load_selection_data(con, "main")
     con.close()
     order = [json.loads(line)["prompt_id"] for line in pools.read_text().splitlines() if line.strip()]
-    return audit_selection(in_file_order(data, order), resamples=10_000, seed=STUDY_SEED)
+    return audit_selection(in_file_order(data, order), Resampling(10_000, STUDY_SEED))
 
 
 @pytest.mark.parametrize("policy", sorted(PUBLISHED_POLICIES))

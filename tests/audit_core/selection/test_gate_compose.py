@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from audit_core import Resampling
 from audit_core.errors import InputError
 from audit_core.selection import gate_compose as gc
 from audit_core.selection.audit import audit_selection
@@ -42,7 +43,7 @@ def built() -> SelectionData:
 
 @pytest.fixture(scope="module")
 def audits(demo, built) -> dict[str, tuple[SelectionData, object]]:
-    return {name: (data, audit_selection(data, resamples=RESAMPLES, seed=SEED)) for name, data in (("demo", demo), ("built", built))}
+    return {name: (data, audit_selection(data, Resampling(RESAMPLES, SEED))) for name, data in (("demo", demo), ("built", built))}
 
 
 def _same(standard: pd.DataFrame, composed: pd.DataFrame) -> None:
@@ -77,7 +78,7 @@ STANDARD = {
                          [(d, t, s) for d, pairs in STANDARD.items() for t, s in pairs])
 def test_a_composed_gate_equal_to_a_standard_gate_gives_its_numbers(audits, dataset, text, standard):
     data, result = audits[dataset]
-    composed = gc.evaluate(gc.parse_gate(text), data, resamples=RESAMPLES, seed=SEED)
+    composed = gc.evaluate(gc.parse_gate(text), data, Resampling(RESAMPLES, SEED))
     sides = [composed.name, f"{composed.name} rejected"]
     assert composed.policies.set_index("policy").loc[composed.name, "kind"] == "composed_gate"
     _same(result.policies.set_index("policy").loc[[standard, f"{standard} rejected"]].reset_index(),
@@ -126,7 +127,7 @@ def test_without_an_order_condition_on_the_base_judge_the_gate_returns_its_order
 
 def test_the_kept_minus_rejected_interval_is_a_joint_bootstrap_with_the_same_draws(built):
     gate = gc.parse_gate("a: orders>=2/3 and margin(clip)>=0.1 or judge(b)")
-    composed = gc.evaluate(gate, built, resamples=RESAMPLES, seed=SEED)
+    composed = gc.evaluate(gate, built, Resampling(RESAMPLES, SEED))
     kept, rejected = gc.gate_picks(gate, built)
     h = built.utility
     mean, best = np.nanmean(h, axis=1), np.nanmax(h, axis=1)

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from audit_core import Resampling
 from audit_core.selection import position
 from audit_core.selection.data import SelectionData
 from tests.support.paths import JUDGEACTS_MAIN as JUDGEACTS
@@ -45,7 +46,7 @@ def test_flip_by_range_prints_the_observed_bounds_not_the_cut_points() -> None:
     picks = np.zeros((12, 3), dtype=int)
     picks[[1, 2, 4], 2] = 1  # flips: one in low, one in mid, one in high
     picks[5] = -1  # one high prompt never parses
-    table = position.flip_by_range(make_data(RANGE_H, {"j": picks}), "j", resamples=500, seed=3).set_index("tertile")
+    table = position.flip_by_range(make_data(RANGE_H, {"j": picks}), "j", Resampling(500, 3)).set_index("tertile")
     assert table.index.tolist() == ["low", "mid", "high"]
     assert table["range_lo"].tolist() == pytest.approx([0.0, 0.4, 0.7])
     assert table["range_hi"].tolist() == pytest.approx([0.2, 0.5, 1.0])
@@ -60,13 +61,13 @@ def test_flip_intervals_resample_each_group_at_fixed_n_with_the_seed() -> None:
     picks[rng.random((90, 3)) < 0.1] = -1
     data = make_data(h, {"j": picks})
     flip = position.flips(np.where(picks >= 0, picks, -1))
-    by_range = position.flip_by_range(data, "j", resamples=2000, seed=11).set_index("tertile")
+    by_range = position.flip_by_range(data, "j", Resampling(2000, 11)).set_index("tertile")
     labels = position.range_tertiles(h.max(axis=1) - h.min(axis=1))
     for name, row in by_range.iterrows():
         values = flip[(labels == name) & ~np.isnan(flip)]
         assert row["parsed"] == len(values) and row["flip_rate"] == pytest.approx(values.mean())
         assert (row["flip_rate_lo"], row["flip_rate_hi"]) == pytest.approx(direct_interval(values, 2000, 11), abs=1e-12)
-    ties = position.flip_by_near_ties(data, "j", resamples=2000, seed=11).set_index("near_ties")
+    ties = position.flip_by_near_ties(data, "j", Resampling(2000, 11)).set_index("near_ties")
     counts = position.near_tie_counts(h)
     assert ties["prompts"].sum() == 90
     for k, row in ties.iterrows():
@@ -99,7 +100,7 @@ def judge_data(n: int, seed: int):
 
 def test_judge_intervals_match_a_direct_prompt_level_bootstrap() -> None:
     data = judge_data(90, 4)
-    row = position.judge_summary(data, "j", resamples=2000, seed=7)
+    row = position.judge_summary(data, "j", Resampling(2000, 7))
     assert position.JUDGE_COLUMNS[-4:] == ["first_slot_lo", "first_slot_hi", "flip_rate_lo", "flip_rate_hi"]
     assert list(row) == position.JUDGE_COLUMNS
     assert row["first_slot_lo"] < row["first_slot"] < row["first_slot_hi"]
@@ -108,13 +109,13 @@ def test_judge_intervals_match_a_direct_prompt_level_bootstrap() -> None:
     flip = position.flips(np.where(data.picks["j"] >= 0, data.picks["j"], -1))
     assert (row["flip_rate_lo"], row["flip_rate_hi"]) == pytest.approx(
         direct_interval(flip[~np.isnan(flip)], 2000, 7), abs=1e-12)
-    none = position.judge_summary(data, "j", resamples=0)
+    none = position.judge_summary(data, "j", Resampling(0))
     assert np.isnan([none[k] for k in position.JUDGE_COLUMNS[-4:]]).all()
 
 
 def test_first_slot_interval_above_the_exact_draws_has_the_same_distribution() -> None:
     data = judge_data(3000, 5)  # above bootstrap.EXACT_DRAWS_UP_TO: multinomial counts of (slot-A picks, valid calls)
-    row = position.judge_summary(data, "j", resamples=4000, seed=2)
+    row = position.judge_summary(data, "j", Resampling(4000, 2))
     direct = direct_first_slot_interval(data, "j", 4000, 2)
     assert (row["first_slot_lo"], row["first_slot_hi"]) == pytest.approx(direct, abs=0.002)
     assert row["first_slot_hi"] - row["first_slot_lo"] == pytest.approx(direct[1] - direct[0], rel=0.1)
@@ -124,7 +125,7 @@ def test_near_ties_count_the_best_and_everything_within_five_hundredths() -> Non
     h = np.array([[1.0, 0.96, 0.9, np.nan], [1.0, 0.95, 0.95, 0.2], [1.0, 0.5, 0.5, np.nan], [0.7, 0.7, 0.7, 0.7]])
     assert position.near_tie_counts(h).tolist() == [2, 3, 1, 4]
     picks = np.array([[0, 1], [0, 0], [-1, 2], [3, 3]])
-    table = position.flip_by_near_ties(make_data(h, {"j": picks}), "j", resamples=200)
+    table = position.flip_by_near_ties(make_data(h, {"j": picks}), "j", Resampling(200))
     assert table.columns.tolist() == position.NEAR_TIE_COLUMNS
     assert table["near_ties"].tolist() == [1, 2, 3, 4]
     assert table["parsed"].tolist() == [0, 1, 1, 1]
@@ -135,7 +136,7 @@ def test_near_ties_count_the_best_and_everything_within_five_hundredths() -> Non
 
 def test_no_resamples_gives_no_interval() -> None:
     picks = np.zeros((12, 2), dtype=int)
-    table = position.flip_by_range(make_data(RANGE_H, {"j": picks}), "j", resamples=0)
+    table = position.flip_by_range(make_data(RANGE_H, {"j": picks}), "j", Resampling(0))
     assert table["flip_rate"].tolist() == [0.0, 0.0, 0.0] and table["flip_rate_lo"].isna().all()
 
 
@@ -180,7 +181,7 @@ def test_generator_table_splits_the_order0_stereotype_difference_by_generator() 
     picks = rng.integers(0, 3, size=(n, 3))
     picks[5, 0] = -1  # no order-0 pick
     data = make_data(h, {"j": picks}, extra={"stereotype": stereotype})
-    table = position.generator_table(data, "j", resamples=1000, seed=4).set_index("source_model")
+    table = position.generator_table(data, "j", Resampling(1000, 4)).set_index("source_model")
     assert table.columns.tolist() == position.GENERATOR_COLUMNS[:1] + position.GENERATOR_COLUMNS[2:]
     st = np.where(data.mask, stereotype, np.nan)
     first = picks[:, 0]
@@ -205,7 +206,7 @@ def test_generator_table_splits_the_order0_stereotype_difference_by_generator() 
 
 def test_generator_table_without_stereotype_ratings() -> None:
     data = make_data(np.array([[0.1, 0.5, 0.9], [0.2, 0.4, 0.6]]), {"j": np.array([[0, 1], [2, 2]])})
-    table = position.generator_table(data, "j", resamples=100)
+    table = position.generator_table(data, "j", Resampling(100))
     assert table["share_order0"].tolist() == [0.5, 0.0, 0.5]
     assert table[["stereotype_mean", "stereotype_delta", "contribution"]].isna().all().all()
 
@@ -240,20 +241,20 @@ PUBLISHED_NEAR_TIES = {1: (177, 55.9, 48.6, 63.3), 2: (87, 65.5, 55.2, 74.7), 3:
 
 def test_published_flip_tables(judgeacts) -> None:
     data, _ = judgeacts
-    table = position.flip_by_range(in_file_order(data), "qwen", seed=STUDY_SEED).set_index("tertile")
+    table = position.flip_by_range(in_file_order(data), "qwen", Resampling(seed=STUDY_SEED)).set_index("tertile")
     for name, (lo, hi, n, rate, rate_lo, rate_hi) in PUBLISHED_RANGE.items():
         row = table.loc[name]
         assert (f"{row['range_lo']:.2f}", f"{row['range_hi']:.2f}") == (lo, hi)
         assert row["prompts"] == row["parsed"] == n
         assert (pct(row["flip_rate"]), pct(row["flip_rate_lo"]), pct(row["flip_rate_hi"])) == (rate, rate_lo, rate_hi)
-    ties = position.flip_by_near_ties(in_file_order(data), "qwen", seed=STUDY_SEED).set_index("near_ties")
+    ties = position.flip_by_near_ties(in_file_order(data), "qwen", Resampling(seed=STUDY_SEED)).set_index("near_ties")
     assert ties.index.tolist() == [1, 2, 3, 4]
     for k, (n, rate, rate_lo, rate_hi) in PUBLISHED_NEAR_TIES.items():
         row = ties.loc[k]
         assert row["parsed"] == n
         assert (pct(row["flip_rate"]), pct(row["flip_rate_lo"]), pct(row["flip_rate_hi"])) == (rate, rate_lo, rate_hi)
     # the groups and their rates do not depend on the prompt order; only the draws do
-    sorted_order = position.flip_by_range(data, "qwen", seed=STUDY_SEED)
+    sorted_order = position.flip_by_range(data, "qwen", Resampling(seed=STUDY_SEED))
     assert sorted_order["flip_rate"].tolist() == pytest.approx(table["flip_rate"].tolist())
 
 
@@ -269,7 +270,7 @@ PUBLISHED_STEREOTYPE = {
 
 def test_published_stereotype_decomposition(judgeacts) -> None:
     data, _ = judgeacts
-    table = position.generator_table(in_file_order(data), "qwen", seed=STUDY_SEED).set_index("source_model")
+    table = position.generator_table(in_file_order(data), "qwen", Resampling(seed=STUDY_SEED)).set_index("source_model")
     for model, (uniform, share, n, mean, delta, lo, hi, contribution) in PUBLISHED_STEREOTYPE.items():
         row = table.loc[model]
         assert (pct(row["uniform"]), pct(row["share_order0"]), row["count_order0"]) == (uniform, share, n)

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from audit_core import Resampling
 from audit_core.selection import gates, metrics
 from audit_core.selection.audit import audit_selection
 from audit_core.selection.data import NO_CALL, NO_PICK
@@ -117,7 +118,7 @@ def test_gain_is_the_oracle_gap_minus_regret_for_every_pick(data):
 @costly
 @given(audit_inputs())
 def test_every_policy_of_the_audit_keeps_gain_equal_to_random_regret_minus_regret(data):
-    table = audit_selection(data, resamples=0).policies
+    table = audit_selection(data, Resampling(0)).policies
     measures = ["utility", "regret", "gain", "bmr", "best", "random_regret", "regret_lo", "gain_lo"]
     assert not [c for c in measures if table[c].dtype.kind != "f"], table[measures].dtypes.to_dict()
     acted = table["n"] > 0
@@ -169,8 +170,8 @@ def test_random_and_oracle_rows_of_the_audit_do_not_depend_on_candidate_order(da
     countries = ["X" if i % 3 else "Y" for i in range(len(h))]
     rows = []
     for values, extra in ((h, stereotype), (permuted(h, order), permuted(stereotype, order))):
-        table = audit_selection(make_data(values, countries=countries, extra={"stereotype": extra}), resamples=RESAMPLES,
-                      seed=3).policies
+        table = audit_selection(make_data(values, countries=countries, extra={"stereotype": extra}),
+                                Resampling(RESAMPLES, 3)).policies
         rows.append(table.set_index("policy").loc[["random", "oracle"]].select_dtypes("number"))
     np.testing.assert_allclose(rows[1].to_numpy(float), rows[0].to_numpy(float), atol=TOL)
 
@@ -223,7 +224,7 @@ def test_majority_pick_is_the_most_voted_image_with_ties_to_canonical_order(data
 @costly
 @given(audit_inputs())
 def test_gate_coverage_in_the_audit_never_grows_with_the_threshold(data):
-    result = audit_selection(data, resamples=0)
+    result = audit_selection(data, Resampling(0))
     for judge, part in result.risk_coverage[result.risk_coverage["kind"].isin(["judge", "majority", "order_gate"])
                                             ].groupby("judge"):
         coverage = part.sort_values("threshold")["coverage"].to_numpy()
@@ -283,7 +284,7 @@ def interval_triples(columns: list[str]) -> list[tuple[str, str, str]]:
 @costly
 @given(audit_inputs(), st.integers(0, 1000))
 def test_every_interval_of_the_audit_contains_its_point_estimate(data, seed):
-    result = audit_selection(data, resamples=RESAMPLES, seed=seed)
+    result = audit_selection(data, Resampling(RESAMPLES, seed))
     checked = 0
     for name, frame in (("policies", result.policies), ("groups", result.groups)):
         for stat, lo, hi in interval_triples(list(frame.columns)):
@@ -318,7 +319,7 @@ def test_random_below_mean_rate_is_the_share_of_candidates_below_the_pool_mean(d
 @costly
 @given(audit_inputs())
 def test_random_bmr_in_the_audit_is_the_mean_below_mean_fraction_on_matched_prompts(data):
-    table = audit_selection(data, resamples=0).policies.set_index("policy")
+    table = audit_selection(data, Resampling(0)).policies.set_index("policy")
     fraction = np.array([np.mean([v < mean for v in values]) for values, mean in map(exact_pool, data.utility)])
     assert table.loc["random", "bmr"] == pytest.approx(fraction.mean(), abs=1e-12)
     assert table.loc["random", "bmr_random"] == pytest.approx(fraction.mean(), abs=1e-12)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from audit_core import Resampling
 from audit_core.errors import InputError
 from audit_core.selection import slices
 from audit_core.selection.audit import audit_selection
@@ -34,7 +35,7 @@ def data() -> SelectionData:
 
 @pytest.fixture(scope="module")
 def result(data: SelectionData):
-    return audit_selection(data, resamples=RESAMPLES, seed=3, by=["split"])
+    return audit_selection(data, Resampling(RESAMPLES, 3), by=["split"])
 
 
 def labels(data: SelectionData, name: str) -> np.ndarray:
@@ -112,7 +113,7 @@ def test_a_value_the_policy_never_acts_on_has_zero_coverage_not_zero_risk() -> N
     h = np.array([[0.1, 0.5, 0.9], [0.2, 0.4, 0.6], [0.3, 0.3, 0.8], [0.0, 1.0, 0.5]])
     picks = {"j": np.array([[2], [0], [-1], [-1]])}  # country y: no valid pick at all
     data = make_data(h, picks, countries=["x", "x", "y", "y"], extra={"stereotype": np.zeros((4, 3))})
-    rows = audit_selection(data, resamples=50).slices.set_index(["slice", "value", "policy"])
+    rows = audit_selection(data, Resampling(50)).slices.set_index(["slice", "value", "policy"])
     empty = rows.loc[("country", "y", "j")]
     assert empty["n"] == 0 and empty["coverage"] == 0.0
     for column in ("regret", "regret_lo", "regret_hi", "gain", "gain_lo", "bmr", "best", "random_regret",
@@ -143,14 +144,14 @@ def test_best_and_range_labels() -> None:
 
 
 def test_without_votes_the_consensus_slice_is_left_out_and_said_so() -> None:
-    result = audit_selection(random_data(n=20, seed=1), resamples=0)
+    result = audit_selection(random_data(n=20, seed=1), Resampling(0))
     assert "consensus" not in set(result.slices["slice"])
     assert any("consensus slice left out" in note for note in result.notes)
 
 
 def test_an_unknown_slice_column_is_named() -> None:
     with pytest.raises(InputError, match="'colour' is not a prompt attribute"):
-        audit_selection(random_data(n=10, seed=1), resamples=0, by=["colour"])
+        audit_selection(random_data(n=10, seed=1), Resampling(0), by=["colour"])
 
 
 def test_votes_load_as_their_population_variance(tmp_path) -> None:

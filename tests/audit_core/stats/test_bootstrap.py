@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from audit_core import Resampling
 from audit_core.stats import bootstrap
 
 LARGE = bootstrap.EXACT_DRAWS_UP_TO * 3  # above the threshold: resample means drawn from their distribution
@@ -32,7 +33,7 @@ def test_count_weights_are_multinomial_counts_of_an_index_matrix() -> None:
 @pytest.mark.parametrize("n", [1, 7, 300, bootstrap.EXACT_DRAWS_UP_TO])
 def test_fixed_n_means_are_a_direct_bootstrap_with_a_fresh_generator(n: int) -> None:
     values = np.random.default_rng(n).random((n, 2))
-    samples = bootstrap.fixed_n_means(values, 1000, seed=20261002)
+    samples = bootstrap.fixed_n_means(values, Resampling(1000, 20261002))
     for k in range(2):
         np.testing.assert_allclose(samples[:, k], direct_means(values[:, k], 1000, 20261002), rtol=0, atol=1e-12)
     lo, hi = bootstrap.percentile_interval(samples)
@@ -41,7 +42,7 @@ def test_fixed_n_means_are_a_direct_bootstrap_with_a_fresh_generator(n: int) -> 
 
 
 def test_fixed_n_means_of_no_values_are_undefined() -> None:
-    assert np.isnan(bootstrap.fixed_n_means(np.zeros((0, 3)), 20, seed=0)).all()
+    assert np.isnan(bootstrap.fixed_n_means(np.zeros((0, 3)), Resampling(20, 0))).all()
 
 
 def test_batched_means_equal_each_vector_bootstrapped_alone() -> None:
@@ -51,7 +52,7 @@ def test_batched_means_equal_each_vector_bootstrapped_alone() -> None:
     batch = bootstrap.FixedNMeans()
     index = [batch.add(v, every_level=(i == 0)) for i, v in enumerate(vectors)]
     assert batch.add(vectors[0]) == len(vectors)  # an identical vector still gets its own index
-    (lo, hi), (lo99, hi99) = batch.intervals(400, seed=5, levels=(0.95, 0.99))
+    (lo, hi), (lo99, hi99) = batch.intervals(Resampling(400, 5), levels=(0.95, 0.99))
     for i, v in zip(index, vectors):
         kept = v[~np.isnan(v)]
         if not len(kept):
@@ -64,13 +65,13 @@ def test_batched_means_equal_each_vector_bootstrapped_alone() -> None:
             np.testing.assert_allclose([lo99[i], hi99[i]], expected[2:], atol=1e-12)
         else:
             assert np.isnan(lo99[i]) and np.isnan(hi99[i])  # only asked for the first level
-    assert np.isnan(batch.intervals(0, seed=5, levels=(0.95,))[0][0]).all()
+    assert np.isnan(batch.intervals(Resampling(0, 5), levels=(0.95,))[0][0]).all()
 
 
 def test_stratified_max_draws_each_group_in_turn_from_one_generator() -> None:
     rng = np.random.default_rng(4)
     strata = [[rng.random(6), rng.random(3)], [rng.random(6), rng.random(3)], [rng.random(4)], []]
-    samples = bootstrap.stratified_max(strata, 300, seed=9)
+    samples = bootstrap.stratified_max(strata, Resampling(300, 9))
     for j, groups in enumerate(strata):
         if not groups:
             assert np.isnan(samples[:, j]).all()
@@ -83,7 +84,7 @@ def test_stratified_max_draws_each_group_in_turn_from_one_generator() -> None:
 def test_resampled_sums_match_a_loop_over_resamples() -> None:
     rng = np.random.default_rng(1)
     values = rng.random((17, 3))
-    res = bootstrap.resampled_sums(values, 40, seed=11)
+    res = bootstrap.resampled_sums(values, Resampling(40, 11))
     index = np.random.default_rng(11).integers(0, 17, size=(40, 17), dtype=np.int64)
     for b in range(40):
         assert np.allclose(res.totals[b], values[index[b]].sum(axis=0))
@@ -91,9 +92,9 @@ def test_resampled_sums_match_a_loop_over_resamples() -> None:
 
 def test_same_seed_same_intervals_other_seed_other_intervals() -> None:
     values = np.random.default_rng(0).random((60, 2))
-    first = bootstrap.resampled_sums(values, 500, seed=3).totals
-    again = bootstrap.resampled_sums(values, 500, seed=3).totals
-    other = bootstrap.resampled_sums(values, 500, seed=4).totals
+    first = bootstrap.resampled_sums(values, Resampling(500, 3)).totals
+    again = bootstrap.resampled_sums(values, Resampling(500, 3)).totals
+    other = bootstrap.resampled_sums(values, Resampling(500, 4)).totals
     assert np.array_equal(first, again)
     assert not np.array_equal(first, other)
 
@@ -112,7 +113,7 @@ def test_percentile_interval_matches_numpy_and_ignores_undefined_resamples() -> 
 
 def test_interval_of_a_mean_covers_it() -> None:
     x = np.random.default_rng(5).normal(1.0, 1.0, size=(400, 1))
-    lo, hi = bootstrap.percentile_interval(bootstrap.fixed_n_means(x, 2000, seed=0))
+    lo, hi = bootstrap.percentile_interval(bootstrap.fixed_n_means(x, Resampling(2000, 0)))
     se = x.std() / np.sqrt(len(x))
     assert lo[0] < x.mean() < hi[0]
     assert hi[0] - lo[0] == pytest.approx(2 * 1.96 * se, rel=0.15)
@@ -178,7 +179,7 @@ def test_large_n_means_follow_the_index_draw_bootstrap(kind: str) -> None:
         values = rng.beta(1, 7, LARGE)
         rounding = bootstrap.rounded_lattice(*np.unique(values, return_counts=True), 4000).shift
     resamples = 4000
-    samples = bootstrap.fixed_n_means(values[:, None], resamples, seed=1)[:, 0]
+    samples = bootstrap.fixed_n_means(values[:, None], Resampling(resamples, 1))[:, 0]
     direct = direct_means(values, resamples, 1)
     assert not np.allclose(samples, direct)  # other random numbers ...
     for q in (0.025, 0.975):  # ... the same distribution
@@ -186,14 +187,14 @@ def test_large_n_means_follow_the_index_draw_bootstrap(kind: str) -> None:
     sd = values.std() / np.sqrt(LARGE)
     assert abs(samples.mean() - values.mean()) < 4 * sd / np.sqrt(resamples)
     assert samples.std() == pytest.approx(sd, rel=0.1)
-    assert np.array_equal(samples, bootstrap.fixed_n_means(values[:, None], resamples, seed=1)[:, 0])
-    assert not np.array_equal(samples, bootstrap.fixed_n_means(values[:, None], resamples, seed=2)[:, 0])
+    assert np.array_equal(samples, bootstrap.fixed_n_means(values[:, None], Resampling(resamples, 1))[:, 0])
+    assert not np.array_equal(samples, bootstrap.fixed_n_means(values[:, None], Resampling(resamples, 2))[:, 0])
 
 
 def test_large_n_lattice_means_follow_the_exact_distribution() -> None:
     """Chi-square of 4000 resample sums against their exact distribution, in 20 equal-probability bins."""
     values = np.random.default_rng(2).integers(0, 13, LARGE) / 12
-    sums = np.rint(bootstrap.fixed_n_means(values[:, None], 4000, seed=3)[:, 0] * LARGE * 12).astype(np.int64)
+    sums = np.rint(bootstrap.fixed_n_means(values[:, None], Resampling(4000, 3))[:, 0] * LARGE * 12).astype(np.int64)
     lattice = bootstrap.lattice_of(values)
     start, pmf = bootstrap.lattice_sum_distribution(lattice.counts / LARGE, LARGE)
     edges = np.searchsorted(np.cumsum(pmf), np.linspace(0, 1, 21)[1:-1])
@@ -229,17 +230,17 @@ def test_large_n_draws_do_not_depend_on_the_other_vectors_of_that_length() -> No
     vectors = [rng.integers(0, 7, LARGE) / 6, rng.random(LARGE), rng.integers(0, 13, LARGE) / 12]
     batch = bootstrap.FixedNMeans()
     index = [batch.add(v) for v in vectors]
-    lo, hi = batch.intervals(300, seed=5, levels=(0.95,))[0]
+    lo, hi = batch.intervals(Resampling(300, 5), levels=(0.95,))[0]
     for i, v in zip(index, vectors):
-        alone = bootstrap.percentile_interval(bootstrap.fixed_n_means(v[:, None], 300, seed=5))
+        alone = bootstrap.percentile_interval(bootstrap.fixed_n_means(v[:, None], Resampling(300, 5)))
         assert (lo[i], hi[i]) == pytest.approx((alone[0][0], alone[1][0]), abs=1e-12)
 
 
 def test_stratified_max_large_groups_leave_the_small_groups_draws_alone() -> None:
     rng = np.random.default_rng(10)
     small, large = rng.random(40), rng.integers(0, 7, LARGE) / 6
-    samples = bootstrap.stratified_max([[large, small]], 300, seed=9)[:, 0]
+    samples = bootstrap.stratified_max([[large, small]], Resampling(300, 9))[:, 0]
     gen = np.random.default_rng(9)
     small_means = small[gen.integers(40, size=(300, 40))].mean(axis=1)  # the stream, as if alone
-    large_means = bootstrap.fixed_n_means(large[:, None], 300, seed=9)[:, 0]  # the first spawned child
+    large_means = bootstrap.fixed_n_means(large[:, None], Resampling(300, 9))[:, 0]  # the first spawned child
     np.testing.assert_allclose(samples, np.maximum(small_means, large_means), atol=1e-12)

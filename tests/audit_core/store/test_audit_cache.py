@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_core import store
+from audit_core import Resampling, store
 from audit_core.selection.audit import SelectionAudit
 from audit_core.selection.data import SelectionData, load_selection_data
 from audit_core.store import audit_cache
@@ -32,7 +32,8 @@ def built(tmp_path_factory) -> tuple[Path, SelectionAudit, dict]:
 def _key(db: Path, dataset: str = DATASET) -> dict:
     con = store.connect(db, read_only=True)
     try:
-        return audit_cache.selection_key(audit_cache.dataset_fingerprint(con, dataset), dataset, RESAMPLES, 0, "all")
+        content = audit_cache.dataset_fingerprint(con, dataset)
+        return audit_cache.selection_key(content, dataset, Resampling(RESAMPLES, 0), "all")
     finally:
         con.close()
 
@@ -179,7 +180,7 @@ def test_analyze_fills_the_cache_and_then_reads_it(tmp_path, monkeypatch, capsys
 
     monkeypatch.setattr(audits, "audit_selection", fail)
     assert analyze.main([*args, "--out", str(tmp_path / "out")]) == 0  # unchanged dataset: from the cache
-    assert report.load_report(db, DATASET, 50, 0, "all").result is not None  # the report reads the same cache
+    assert report.load_report(db, DATASET, Resampling(50, 0), "all").result is not None  # the report reads the same cache
     cached = pd.read_csv(tmp_path / "out" / "policies.csv")
     assert len(cached) > 0 and "regret_lo" in cached
     with pytest.raises(SystemExit) as stop:

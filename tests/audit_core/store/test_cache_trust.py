@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from audit_core import Resampling
 from audit_core.selection.audit import SelectionAudit
 from audit_core.store import audit_cache, install_key, thumbnails
 from runners import analyze
@@ -361,7 +362,7 @@ def test_forged_entries_are_misses_and_the_audit_is_recomputed(built, tmp_path, 
         ours = forge(entry, how, tmp_path)
 
     assert finishes(lambda: audit_cache.load(db, key, SelectionAudit)) is None
-    audits = run_audits(db, DATASET, RESAMPLES, 0)  # from the database, not from the forged entry
+    audits = run_audits(db, DATASET, Resampling(RESAMPLES, 0))  # from the database, not from the forged entry
     assert_same_result(audits.result, result)
     assert FORGED_REGRET not in audits.result.policies["regret"].to_numpy()
     assert (audits.cache_problem is None) is ours  # a forged manifest is not this installation's: left in place

@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 
-from audit_core import store
+from audit_core import Resampling, store
 from audit_core.attributes.audit import audit_attributes, load_attribute_data
 from audit_core.attributes.taxonomy import load_taxonomy
 from runners import demo
@@ -41,7 +41,7 @@ def audited(built):
         runs = store.load_runs(con, demo_attributes.DATASET)
     finally:
         con.close()
-    return data, audit_attributes(data, resamples=RESAMPLES), row, runs
+    return data, audit_attributes(data, Resampling(RESAMPLES)), row, runs
 
 
 def recorded(db):

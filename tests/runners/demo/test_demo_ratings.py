@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from audit_core import store
+from audit_core import Resampling, store
 from audit_core.rating.alignment import alignment_tables, tilt_table
 from audit_core.rating.reliability import pool_agreement_table, reliability_table
 from runners import analyze, demo
@@ -57,7 +57,7 @@ def recorded(built):
 @pytest.fixture(scope="module")
 def tables(recorded):
     return alignment_tables(recorded["calls"], votes=recorded["votes"], items=recorded["items"],
-                            resamples=RESAMPLES, seed=0)
+                            resampling=Resampling(RESAMPLES, 0))
 
 
 def _content(db):
@@ -202,7 +202,7 @@ def test_tilted_rater_leans_to_pool_a_persona_moves_it_part_way_demonstrations_d
     calls = recorded["calls"][recorded["calls"]["judge"] == "tilted-rater"]
     rated = calls[calls["status"] == "ok"].groupby("candidate_id")["condition"].nunique()
     both = calls[calls["candidate_id"].isin(rated.index[rated == 3])]
-    paired = tilt_table(both, votes=recorded["votes"], resamples=0, group_by=[]).set_index("condition")["tilt"]
+    paired = tilt_table(both, votes=recorded["votes"], resampling=Resampling(0), group_by=[]).set_index("condition")["tilt"]
     assert paired["demos_a"] > paired["default"] + 0.02 > paired["insider_persona"]
 
 
