@@ -107,7 +107,7 @@ def paired_differences(pair: JudgePair, gates: Sequence[ComposedGate],
     difference = add("gain", PICKS_DIFFER, *gains)
 
     estimate = means.means()
-    (lo, hi), = means.intervals(resamples=resampling.resamples, seed=resampling.seed, levels=(LEVEL,))
+    (lo, hi), = means.intervals(resampling, (LEVEL,))
     for row in rows:
         if "cell" in row:
             cell = row.pop("cell")
@@ -137,7 +137,7 @@ def _first_slot_row(pair: JudgePair, resampling: Resampling) -> dict[str, object
     totals = x.sum(axis=0)
     lo = hi = float("nan")
     if len(x) and resampling.resamples:
-        sums = bootstrap.resampled_sums(x, resamples=resampling.resamples, seed=resampling.seed).totals
+        sums = bootstrap.resampled_sums(x, resampling).totals
         (lo,), (hi,) = bootstrap.percentile_interval(difference(sums), LEVEL)
     ratios = bootstrap.ratio(totals[[0, 2]], totals[[1, 3]])
     return {"measure": "first_slot", "policy": ALL_ORDERS, "baseline": ratios[0], "candidate": ratios[1],

@@ -109,7 +109,7 @@ def gate_verdicts(pair: JudgePair, gates: Sequence[ComposedGate], resampling: Re
     for gate in gates:
         for role in ROLES:
             judge = pair.judge(role)
-            result = evaluate(gate.rebased(judge), pair.data, resamples=resampling.resamples, seed=resampling.seed)
+            result = evaluate(gate.rebased(judge), pair.data, resampling)
             kept, rejected = (result.gates[result.gates["side"] == side].iloc[0] for side in ("kept", "rejected"))
             row = {"gate": gate_label(gate), "judge": judge, "role": role,
                    "kept_n": int(kept["n"]), "rejected_n": int(rejected["n"]), "coverage": float(kept["coverage"])}

@@ -116,7 +116,7 @@ def test_a_paired_difference_is_the_difference_of_the_audit_estimates_on_shared_
     h, picks = gate_split(40)
     data = make_data(h, {"small": picks["small"], "large": picks["large"]})
     change = compare_judges(pair_judges(data, "small", "large"), resampling=R)
-    audit = audit_selection(data, resamples=0, seed=0).policies.set_index("policy")
+    audit = audit_selection(data, Resampling(0)).policies.set_index("policy")
     for measure in ("gain", "regret", "bmr", "best"):
         got = row(change, measure, "order0")
         assert got["baseline"] == pytest.approx(audit.loc["small", measure], abs=TOL)
