@@ -3,16 +3,19 @@
 Side by side for every selector judge: position bias and order flips (with 95%
 intervals), output validity, seconds per call and what K orders cost against one
 (what an order-agreement gate costs), the gain of each judge and its content-only
-baseline, each judge's gain within every value of a slice (a picker kept in the URL),
-how often each pair of judges agrees (each pair once), which generators each favours,
-and whether order flips grow with the stakes. Every table is drawn at its full height.
+baseline; with two or more judges, a judge change: a baseline and a candidate (kept
+in the URL) compared on the same prompts, with the paired differences, the prompts
+where their picks differ and each gate's verdict for each (`app_ui.judge_change_views`);
+each judge's gain within every value of a slice (a picker kept in the URL), how often
+each pair of judges agrees (each pair once), which generators each favours, and
+whether order flips grow with the stakes. Every table is drawn at its full height.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app_ui import context, draw, glance
+from app_ui import context, draw, glance, judge_change_views
 from audit_core.selection import timing
 from findings import numbers
 from findings.figures import policy_forest
@@ -56,6 +59,15 @@ single = result.policies[result.policies["kind"].isin(["random", "oracle", "judg
 draw.chart(policy_forest(single, colours, "gain", "Gain over random, judge by judge", "gain over random (alignment)"),
            "Each judge's order-0 pick and majority vote, content-only scorers, and the oracle; whiskers: 95% intervals; "
            "colour: the judge; marker: the kind of policy.")
+
+if len(sel.judges) >= 2:
+    st.subheader("Judge change: would a new judge keep what the gates promised?")
+    st.caption("A gate validated for one judge is not validated for the next: compare a candidate judge with the "
+               "baseline on the same prompts (`python -m runners.compare` does the same for a pipeline).")
+    baseline, candidate = judge_change_views.pick_judges(sel)
+    change = judge_change_views.judge_change(sel, baseline, candidate)
+    judge_change_views.differences(change, colours)
+    judge_change_views.verdicts(change)
 
 st.subheader("Where each judge does well: gain by slice")
 names = [name for name in result.slice_prompts if name != "all"]

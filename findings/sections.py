@@ -3,7 +3,8 @@
 A builder takes the `ReportInput` and returns a `blocks.Section` (or None when it has
 nothing to say). `SECTION_SETS` lists, per kind of data, when it applies and its
 builders; `build_sections` puts the opening, every applying set and the closing
-(method, provenance) in order. A new kind of judge (e.g. attribute judges) adds its
+(method, provenance) in order. A dataset with two or more selector judges also gets the judge
+change of its first two (`findings.judge_change`). A new kind of judge (e.g. attribute judges) adds its
 module of builders and one entry here.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from findings import attributes, common, rating, selection
+from findings import attributes, common, judge_change, rating, selection
 from findings.blocks import Section
 from findings.inputs import ReportInput
 
@@ -29,6 +30,7 @@ class SectionSet:
 
 SECTION_SETS: dict[str, SectionSet] = {
     "selection": SectionSet(lambda r: r.result is not None, selection.BUILDERS),
+    "judge change": SectionSet(judge_change.applies, judge_change.BUILDERS),
     "rating": SectionSet(lambda r: r.rating is not None, rating.BUILDERS),
     "attributes": SectionSet(lambda r: r.attributes is not None, attributes.BUILDERS),
 }
