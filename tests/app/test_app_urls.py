@@ -42,7 +42,7 @@ SELECTION_PAGES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "overview": (("slice",), {}),
     "explorer": (("country", "category", "generator", "q", "outcome", "sort", "desc", "per", "pg"), {}),
     "detail": (("raw", "country", "category", "generator", "q", "outcome", "sort", "desc"), {"prompt": "p003"}),
-    "judges": (("slice",), {}),
+    "judges": (("slice", "baseline", "candidate", "measure", "policy"), {}),
     "gates": (("gate", "compose"), {}),
     "findings": ((), {}),
 }

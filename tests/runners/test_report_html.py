@@ -87,7 +87,7 @@ def test_demo_report_states_summary_json_and_exports_every_figure(demo_report) -
         assert (demo_report / f"{name}.csv").is_file()
     figures = sorted((demo_report / "figures").iterdir())
     names = {p.stem for p in figures}
-    assert names == {"headline_gain", "slots", "gates", "gate_difference", "countries", "cultural"}
+    assert names == {"headline_gain", "slots", "gates", "gate_difference", "countries", "cultural", "judge_change"}
     for name in names:
         assert (demo_report / "figures" / f"{name}.svg").read_text()[:200].lstrip().startswith("<svg")
         assert (demo_report / "figures" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -122,11 +122,11 @@ def test_the_page_requests_nothing_and_throws_no_error(demo_report) -> None:
         driver.get((demo_report / "report.html").as_uri())
         deadline = time.monotonic() + 30
         plots = 0
-        while time.monotonic() < deadline and plots < 6:  # every figure drawn by the embedded plotly.js
+        while time.monotonic() < deadline and plots < 7:  # every figure drawn by the embedded plotly.js
             plots = driver.execute_script("return document.querySelectorAll('.js-plotly-plot .main-svg').length ? "
                                           "document.querySelectorAll('.js-plotly-plot').length : 0")
             time.sleep(0.2)
-        assert plots == 6
+        assert plots == 7
         assert driver.execute_script("return Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
         events = [json.loads(e["message"])["message"] for e in driver.get_log("performance")]
         console = driver.get_log("browser")
