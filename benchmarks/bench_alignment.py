@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{args.items} items x {args.judges} judges x {args.conditions} conditions x 2 pools, "
           f"{len(study['ratings'])} ratings, {len(study['votes'])} votes, {args.resamples} resamples")
     tables = _timed("alignment + tilt", lambda: alignment.alignment_tables(
-        study["ratings"], votes=study["votes"], items=study["items"],
+        study["ratings"], votes=study["votes"], items=study["items"], outcome="alignment",
         resampling=Resampling(args.resamples, args.seed)))
     _timed("reliability", lambda: reliability.reliability_table(study["votes"]))
     _timed("pool agreement", lambda: reliability.pool_agreement_table(study["votes"]))
