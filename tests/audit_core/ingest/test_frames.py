@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from audit_core import InputError, audit_selection, load_selection_data, store, store_from_frames
+from audit_core import InputError, Resampling, audit_selection, load_selection_data, store, store_from_frames
 from runners import ingest
 from runners.demo import build_demo
 from tests.support.judgeacts import ingest_main_split
@@ -73,13 +73,13 @@ def assert_same_audit(frames: dict, tmp_path: Path, dataset: str) -> None:
     db = ingested_by_the_command(frames, tmp_path / "files", dataset)
     con = store.connect(db, read_only=True)
     try:
-        by_command = audit_selection(load_selection_data(con, dataset), resamples=RESAMPLES, seed=3,
+        by_command = audit_selection(load_selection_data(con, dataset), Resampling(RESAMPLES, 3),
                                      calls=store.load_calls(con, dataset))
     finally:
         con.close()
     memory = store_from_frames(frames["pools"], dataset=dataset, votes=frames["votes"], decisions=frames["decisions"],
                                scores=frames["scores"])
-    by_api = audit_selection(load_selection_data(memory, dataset), resamples=RESAMPLES, seed=3,
+    by_api = audit_selection(load_selection_data(memory, dataset), Resampling(RESAMPLES, 3),
                              calls=store.load_calls(memory, dataset))
     memory.close()
     tables, expected = by_api.tables(), by_command.tables()
