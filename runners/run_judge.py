@@ -5,14 +5,18 @@
         [--contract ranking|choice] [--lenient] [--limit N] [--max-new-tokens 64] \
         [--max-edge 448] [--concurrency N] [--batch-size N] [--replace] \
         [--engine local|ray] [--replicas N] [--gpus-per-replica G] \
-        [--base-url URL] [--timeout 120] [--max-response-bytes 4194304] [--structured]
+        [--base-url URL] [--timeout 120] [--max-response-bytes 4194304] [--structured] \
+        [--logprobs [N]]
 
 For `simulated`, --model names a profile of runners/judges/simulated.json.
 Calls are committed as they finish and the database is released between
 writes, so the app can open it read-only meanwhile; run the same command again
 to resume. `--batch-size N` answers N requests per generate() (hf); `--engine
 ray` runs the backend as replicas in a Ray cluster ($RAY_ADDRESS) while this
-process stays the only writer (runners.recording.ray_engine). Bad input exits with
+process stays the only writer (runners.recording.ray_engine). Each call records
+the judge's probability for every offered label where its choice was generated
+(label_probs): always with hf, with `--logprobs` from an openai endpoint that
+returns log-probabilities. Bad input exits with
 status 2, a database or judge name held by
 another process with status 1.
 """
@@ -71,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--contract", choices=CONTRACTS, default="ranking", help="output contract (default ranking)")
     parser.add_argument("--lenient", action="store_true", help="recover bare labels and alias keys (flagged)")
     backend_args.add_run_arguments(parser, limit_help="only the first N prompts (by id)", max_new_tokens=64)
+    backend_args.add_logprobs_argument(parser)
     backend_args.add_engine_arguments(parser)
     return parser
 

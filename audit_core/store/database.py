@@ -37,7 +37,7 @@ from audit_core.store.records import (
     TaxonomyRecord,
     utc_now,
 )
-from audit_core.store.schema import DEFAULT_POOL, RUN_RECORD_TABLES, SCHEMA_SQL
+from audit_core.store.schema import ADDED_COLUMNS, DEFAULT_POOL, OPTIONAL_COLUMNS, RUN_RECORD_TABLES, SCHEMA_SQL
 
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "datasets": tuple(f.name for f in dataclasses.fields(DatasetRecord)),
@@ -134,11 +134,25 @@ def _locked_connection(path: Path, read_only: bool, lock_wait: float | None) -> 
 
 
 def _create_schema(path: Path, con: duckdb.DuckDBPyConnection) -> None:
-    """Create or migrate the store's tables; DatabaseFileError when the file cannot take them."""
+    """Create the store's tables, or add the columns (schema.ADDED_COLUMNS) an older database lacks;
+    DatabaseFileError when the file cannot take them."""
     try:
         con.execute(SCHEMA_SQL)
+        for table, column, kind in ADDED_COLUMNS:
+            if not has_column(con, table, column):
+                con.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
     except duckdb.IOException as err:  # e.g. a full disk: the file cannot take the schema
         raise file_error(path, err, read_only=False) from None
+
+
+def has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
+    """Whether `table` of the attached database has `column` (a database older than the column lacks it)."""
+    rows = con.execute(
+        "SELECT count(*) FROM duckdb_columns() WHERE database_name = current_database() "
+        "AND schema_name = current_schema() AND table_name = ? AND column_name = ?",
+        [table, column],
+    ).fetchall()
+    return rows[0][0] > 0
 
 
 def _holds_no_table(con: duckdb.DuckDBPyConnection) -> bool:
@@ -278,9 +292,11 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
 
 def insert_frame(con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame | pa.Table) -> int:
     """Append `frame` (a pandas frame or Arrow table, columns named as in the table) to
-    `table` in one statement; returns rows written."""
-    columns = list(TABLE_COLUMNS[table])
+    `table` in one statement; returns rows written. A column of schema.OPTIONAL_COLUMNS the
+    frame lacks is written NULL."""
     names = frame.column_names if isinstance(frame, pa.Table) else frame.columns
+    optional = OPTIONAL_COLUMNS.get(table, ())
+    columns = [c for c in TABLE_COLUMNS[table] if c in names or c not in optional]
     missing = [c for c in columns if c not in names]
     if missing:
         raise ValueError(f"insert into {table}: frame lacks columns {missing}")

@@ -47,7 +47,11 @@ class RunRecord:
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One judge call: what was shown (slot order) and what came back."""
+    """One judge call: what was shown (slot order) and what came back.
+
+    label_probs: JSON object offered label -> the judge's probability of that label at the position
+    where its choice was generated (`runners.backends.base.LabelStep`), None when not recorded.
+    """
 
     run_id: str
     prompt_id: str
@@ -64,6 +68,7 @@ class CallRecord:
     seconds: float | None = None
     input_json: str | None = None
     created_at: dt.datetime = field(default_factory=utc_now)
+    label_probs: str | None = None
 
 
 @dataclass(frozen=True)

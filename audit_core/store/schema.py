@@ -43,6 +43,15 @@ RUN_RECORD_TABLES: tuple[str, ...] = ("calls", "scores", "rating_calls", "label_
 # that field held: a label of the set, the abstention label, a value off the taxonomy, or nothing.
 LABEL_CALL_STATUSES: tuple[str, ...] = ("ok", "parse_fail", "runtime_fail")
 LABEL_ANSWER_STATUSES: tuple[str, ...] = ("ok", "abstained", "off_taxonomy", "missing")
+# Columns added after a table was first released: (table, column, type). A writable open adds each
+# one a database lacks (at the table's end, where SCHEMA_SQL also puts it); readers of an older file
+# treat the column as absent (`audit_core.store.database.has_column`).
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    # a selector call's label probabilities: JSON object label -> probability, NULL when not recorded
+    ("calls", "label_probs", "VARCHAR"),
+)
+# Columns a frame written with `insert_frame` may leave out (they are then NULL).
+OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"calls": ("label_probs",)}
 
 SCHEMA_SQL = f"""
 CREATE TABLE IF NOT EXISTS datasets (
@@ -134,7 +143,8 @@ CREATE TABLE IF NOT EXISTS calls (
     seconds             DOUBLE,
     input_json          VARCHAR,
     request_key         VARCHAR NOT NULL UNIQUE,
-    created_at          TIMESTAMP NOT NULL
+    created_at          TIMESTAMP NOT NULL,
+    label_probs         VARCHAR
 );
 
 CREATE TABLE IF NOT EXISTS scores (

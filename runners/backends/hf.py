@@ -18,6 +18,18 @@ end-of-sequence token. Greedy replies are the same as one request at a time
 (tests/runners/backends/test_hf_batching.py checks it on tiny Qwen3-VL and SmolVLM2 models in
 float32 on CPU; bfloat16 kernels on a GPU are not guaranteed to be batch
 invariant, so `benchmarks.bench_inference` counts the replies that differ).
+
+Label probabilities (`reply_batch`, which the engines prefer): for a selector
+request, a logits processor that returns the scores unchanged (so greedy replies
+are the same) keeps, at every step, the softmax over the whole vocabulary of the
+scores greedy decoding chooses from (the model's logits after its own processors,
+e.g. a repetition penalty; none by default), restricted to the label tokens. A
+label's tokens are its spellings (`runners.backends.base.LABEL_SPELLINGS`: the
+label alone, after a space, after a quote, after both) that the tokenizer encodes
+as one token; their probabilities add. Every generated token that is a label token of
+an offered label becomes a `LabelStep` with the probabilities of the offered
+labels at that step, which therefore sum to at most 1; the recorder keeps the
+step where the parsed choice was generated.
 """
 
 from __future__ import annotations
@@ -28,13 +40,26 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForImageTextToText, AutoProcessor
+from transformers import AutoModelForImageTextToText, AutoProcessor, LogitsProcessor, LogitsProcessorList
 
+from runners.backends.base import LabelStep, Reply, label_spellings
 from runners.backends.images import load_fitted
 from runners.backends.torch_device import preferred_dtype, resolve_device
 from runners.selection.protocol import JudgeRequest
 
 FINGERPRINT_BYTES = 1 << 20  # leading bytes of each weight file hashed for a local model's fingerprint
+
+
+class LabelTokenProbabilities(LogitsProcessor):
+    """Returns the scores unchanged; keeps each step's softmax probabilities of `token_ids` (on the CPU)."""
+
+    def __init__(self, token_ids: list[int]) -> None:
+        self.token_ids = token_ids
+        self.steps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        self.steps.append(torch.softmax(scores.float(), dim=-1)[:, self.token_ids].cpu())
+        return scores
 
 
 class HFSelector:
@@ -65,6 +90,7 @@ class HFSelector:
         eos = self.model.generation_config.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         self._lock = threading.Lock()
+        self._label_tokens: dict[str, dict[int, str]] = {}
 
     def model_revision(self) -> str | None:
         """Hub commit hash when loaded from the hub; a content fingerprint for a local directory."""
@@ -107,18 +133,57 @@ class HFSelector:
             inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)
         return inputs
 
+    def label_tokens(self, labels: Sequence[str]) -> dict[int, str]:
+        """Token id -> label, for every spelling of each label (`base.label_spellings`) that is one token."""
+        key = "\x1f".join(labels)
+        if key not in self._label_tokens:
+            tokens: dict[int, str] = {}
+            for label in labels:
+                for spelling in label_spellings(label):
+                    ids = self.processor.tokenizer.encode(spelling, add_special_tokens=False)
+                    if len(ids) == 1:
+                        tokens.setdefault(ids[0], label)
+            self._label_tokens[key] = tokens
+        return self._label_tokens[key]
+
     def generate(self, request: JudgeRequest) -> str:
         """Greedy decoding of the reply; only the new tokens are returned, special tokens dropped."""
-        return self.generate_batch([request])[0]
+        return self.reply_batch([request])[0].text
 
-    @torch.inference_mode()
     def generate_batch(self, requests: Sequence[JudgeRequest]) -> list[str]:
         """Greedy replies to `requests` from one generate() (see the module docstring), in their order."""
+        return [reply.text for reply in self.reply_batch(requests)]
+
+    def reply(self, request: JudgeRequest) -> Reply:
+        """`reply_batch` of one request."""
+        return self.reply_batch([request])[0]
+
+    @torch.inference_mode()
+    def reply_batch(self, requests: Sequence[JudgeRequest]) -> list[Reply]:
+        """Greedy replies to `requests` from one generate(), each with its label steps when it is a selector
+        request (see the module docstring), in their order."""
         inputs = self.batch_inputs(requests)
+        offered = [r.labels if isinstance(r, JudgeRequest) else () for r in requests]
+        tokens = self.label_tokens(sorted({label for labels in offered for label in labels}))
+        watch = LabelTokenProbabilities(list(tokens))
+        extra = {"logits_processor": LogitsProcessorList([watch])} if tokens else {}
         with self._lock:
-            output = self.model.generate(**inputs, do_sample=False, max_new_tokens=self.max_new_tokens)
+            output = self.model.generate(**inputs, do_sample=False, max_new_tokens=self.max_new_tokens, **extra)
+        token_label = list(tokens.values())
         replies = []
-        for row in output[:, inputs["input_ids"].shape[1] :].tolist():
+        for b, row in enumerate(output[:, inputs["input_ids"].shape[1] :].tolist()):
             end = next((i + 1 for i, token in enumerate(row) if token in self.eos_ids), len(row))
-            replies.append(self.processor.decode(row[:end], skip_special_tokens=True))
+            text = self.processor.decode(row[:end], skip_special_tokens=True)
+            if not offered[b]:
+                replies.append(Reply(text))
+                continue
+            steps = []
+            for t, token in enumerate(row[:end]):
+                if tokens.get(token) in offered[b]:
+                    probs = dict.fromkeys(offered[b], 0.0)
+                    for label, p in zip(token_label, watch.steps[t][b].tolist()):
+                        if label in probs:
+                            probs[label] += p
+                    steps.append(LabelStep(tokens[token], probs))
+            replies.append(Reply(text, tuple(steps)))
         return replies

@@ -9,6 +9,16 @@ the request's own schema (`output_schema()`: the supplied labels for a
 selector, the scale for a rater); a server that ignores it is not detected
 here, and the strict parser judges the answer either way.
 
+Label probabilities (opt-in, `top_logprobs=N`, the `--logprobs` flag): the body
+also carries `logprobs: true, top_logprobs: N`, and `reply` reads the returned
+`choices[0].logprobs.content`: every generated token that spells an offered
+label (`runners.backends.base.spelled_label`) becomes a `LabelStep` whose
+probability for each offered label is the sum of exp(logprob) over that step's
+top-N entries spelling it; a label none of them spells is left out (the server
+did not say), and a response without usable log-probabilities gives no steps
+(the call's label_probs stay NULL). A server that refuses the fields answers
+with an error status, recorded as a runtime failure.
+
 Bounds: every exchange with the endpoint (connect, send, status, headers and
 the whole body) has a wall-clock deadline of `timeout` seconds, however slowly
 the server sends; the body is read in chunks and refused beyond
@@ -40,8 +50,9 @@ import socket
 import threading
 import time
 import urllib.parse
+from collections.abc import Sequence
 
-from runners.backends.base import BackendFailure
+from runners.backends.base import BackendFailure, LabelStep, Reply, spelled_label
 from runners.backends.images import load_fitted
 from runners.selection.protocol import JudgeRequest
 
@@ -87,6 +98,7 @@ class OpenAISelector:
         max_rate_limit_waits: int = 30,
         max_wait_seconds: float = 60.0,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        top_logprobs: int | None = None,
     ) -> None:
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         if not base_url:
@@ -96,6 +108,8 @@ class OpenAISelector:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
         if max_response_bytes < 1:
             raise ValueError(f"max_response_bytes must be positive, got {max_response_bytes}")
+        if top_logprobs is not None and top_logprobs < 1:
+            raise ValueError(f"top_logprobs must be at least 1, got {top_logprobs}")
         self.model = model
         self.url = urllib.parse.urlunsplit(parts)
         self._parts = parts
@@ -107,6 +121,7 @@ class OpenAISelector:
         self.max_rate_limit_waits = max_rate_limit_waits
         self.max_wait_seconds = max_wait_seconds
         self.max_response_bytes = max_response_bytes
+        self.top_logprobs = top_logprobs
 
     def model_revision(self) -> str | None:
         """The revision given by the user; an endpoint does not report one reliably."""
@@ -132,9 +147,24 @@ class OpenAISelector:
             name, schema = constraint
             body["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": name, "schema": schema, "strict": True}}
+        if self.top_logprobs is not None:
+            body["logprobs"] = True
+            body["top_logprobs"] = self.top_logprobs
         return body
 
     def generate(self, request: JudgeRequest) -> str:
+        """The reply's text (`reply`)."""
+        return self.reply(request).text
+
+    def reply(self, request: JudgeRequest) -> Reply:
+        """The reply's text and, with `top_logprobs` and a selector request, its label steps (module docstring)."""
+        data = self._completion(request)
+        text = self._text(data)
+        if self.top_logprobs is None or not isinstance(request, JudgeRequest):
+            return Reply(text)
+        return Reply(text, label_steps(data, request.labels))
+
+    def _completion(self, request: JudgeRequest) -> bytes:
         """POST the request; wait out rate limits; raise on transport errors, missed deadlines and error statuses."""
         body = json.dumps(self.payload(request)).encode()
         headers = {"Content-Type": "application/json", "Accept": "application/json", "Connection": "close"}
@@ -148,7 +178,7 @@ class OpenAISelector:
             if status >= 400:
                 preview = data.decode("utf-8", errors="replace")[:ERROR_PREVIEW_CHARS]
                 raise EndpointError(f"HTTP {status} from {self.url}: {preview}")
-            return self._text(data)
+            return data
         raise EndpointError(f"still rate-limited after {self.max_rate_limit_waits} waits: {self.url}")
 
     def _exchange(self, body: bytes, headers: dict[str, str]) -> tuple[int, http.client.HTTPMessage, bytes]:
@@ -245,6 +275,32 @@ class OpenAISelector:
             shown = cut_text(json.dumps(content, ensure_ascii=False), STORED_TEXT_CHARS, "content")
             return f"(message content is {_json_kind(content)}, not text) {shown}"
         return cut_text(text, STORED_TEXT_CHARS, f"reply of {len(text)} characters")
+
+
+def label_steps(data: bytes, labels: Sequence[str]) -> tuple[LabelStep, ...] | None:
+    """The label steps of a chat-completions body (module docstring); None when it has no usable
+    `choices[0].logprobs.content` list."""
+    try:
+        content = json.loads(data)["choices"][0]["logprobs"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+    if not isinstance(content, list):
+        return None
+    steps = []
+    for position in content:
+        if not isinstance(position, dict) or not isinstance(position.get("token"), str):
+            return None
+        label = spelled_label(position["token"], labels)
+        if label is None:
+            continue
+        probs: dict[str, float] = {}
+        for entry in position.get("top_logprobs") or []:
+            spelled = spelled_label(entry.get("token"), labels) if isinstance(entry, dict) else None
+            logprob = entry.get("logprob") if spelled is not None else None
+            if isinstance(logprob, (int, float)) and not isinstance(logprob, bool) and math.isfinite(logprob):
+                probs[spelled] = probs.get(spelled, 0.0) + math.exp(min(logprob, 0.0))
+        steps.append(LabelStep(label, probs))
+    return tuple(steps)
 
 
 def _chat_endpoint(base_url: str) -> urllib.parse.SplitResult:

@@ -7,6 +7,11 @@ noise drawn from a generator seeded by the request key, and writes raw text in
 the requested contract, so the same call always returns the same text and the
 text goes through the same recorder and parser as a real judge's. The weak
 profile sometimes answers with a bare label or with prose.
+
+Label probabilities (`reply`): P(ℓ) = softmax(u / σ) over the call's utilities u
+(content, slot prior and this call's noise; the ranking's own) at temperature
+σ = noise, so the largest is at the pick, as a greedy model's is at the token it
+writes. The reply's one label step is at its choice; prose has none.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+from scipy.special import softmax
 
+from runners.backends.base import LabelStep, Reply
 from runners.demo.images import content_signal
 from runners.selection.protocol import JudgeRequest
 
@@ -76,25 +83,49 @@ class SimulatedSelector:
     prose_rate: float
     signal: SignalFn = _cached_signal
 
-    def generate(self, request: JudgeRequest) -> str:
-        """Deterministic raw text for `request`, in its contract (or a scripted format error)."""
+    def draws(self, request: JudgeRequest) -> tuple[np.ndarray, float]:
+        """(the call's N(0, 1) noise per slot, its U(0, 1) format draw), in this order from one generator
+        seeded by the request key."""
         rng = _seeded(self.profile, request.request_key)
+        return rng.normal(size=len(request.labels)), float(rng.random())
+
+    def utility(self, request: JudgeRequest) -> np.ndarray:
+        """The call's utility per slot: content_weight · content signal + slot prior + noise · its N(0, 1) draw."""
         m = len(request.labels)
         prior = np.array([self.slot_prior[j] if j < len(self.slot_prior) else 0.0 for j in range(m)])
         content = np.array([self.signal(path, request.prompt) for path in request.image_paths])
-        utility = self.content_weight * content + prior + self.noise * rng.normal(size=m)
-        order = np.argsort(-utility, kind="stable")
+        return self.content_weight * content + prior + self.noise * self.draws(request)[0]
+
+    def label_probs(self, request: JudgeRequest) -> dict[str, float]:
+        """P(ℓ) = softmax(u / noise) per offered label (module docstring); the pick alone without noise."""
+        u = self.utility(request)
+        probs = softmax(u / self.noise) if self.noise > 0 else (np.arange(len(u)) == np.argmax(u)).astype(float)
+        return {label: float(p) for label, p in zip(request.labels, probs)}
+
+    def reply(self, request: JudgeRequest) -> Reply:
+        """`generate`'s text (called, so that a wrapper of it applies) with one label step at its choice."""
+        text = self.generate(request)
+        choice = self._answer(request)[1]
+        return Reply(text, () if choice is None else (LabelStep(choice, self.label_probs(request)),))
+
+    def generate(self, request: JudgeRequest) -> str:
+        """Deterministic raw text for `request`, in its contract (or a scripted format error)."""
+        return self._answer(request)[0]
+
+    def _answer(self, request: JudgeRequest) -> tuple[str, str | None]:
+        """(raw text, the label it gives as its choice; None for prose)."""
+        order = np.argsort(-self.utility(request), kind="stable")
         ranking = [request.labels[j] for j in order]
-        u = rng.random()
+        u = self.draws(request)[1]
         if u < self.bare_label_rate:
-            return f" {ranking[0]}"
+            return f" {ranking[0]}", ranking[0]
         if u < self.bare_label_rate + self.prose_rate:
             best = int(order[0])
             ordinal = ORDINALS[best] if best < len(ORDINALS) else f"number {best + 1}"
-            return f"I think the {ordinal} image is best."
+            return f"I think the {ordinal} image is best.", None
         if request.contract == "choice":
-            return json.dumps({"choice": ranking[0]})
-        return json.dumps({"choice": ranking[0], "ranking": ranking})
+            return json.dumps({"choice": ranking[0]}), ranking[0]
+        return json.dumps({"choice": ranking[0], "ranking": ranking}), ranking[0]
 
     def model_revision(self) -> str:
         return _revision(self.profile)

@@ -69,6 +69,19 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, limit_help: str, max_n
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+LOGPROBS_DEFAULT = 20  # top log-probabilities asked for by a bare --logprobs (the OpenAI API's largest)
+
+
+def add_logprobs_argument(parser: argparse.ArgumentParser) -> None:
+    """--logprobs [N]: ask an openai endpoint for the top N log-probabilities of each token (a selector's
+    label probabilities; the hf backend records them always)."""
+    parser.add_argument("--logprobs", type=int, nargs="?", const=LOGPROBS_DEFAULT, default=None, metavar="N",
+                        help="record each offered label's probability where the choice is generated: ask the "
+                             f"server for logprobs with the top N per token (default N {LOGPROBS_DEFAULT}); a "
+                             "server that does not return them leaves label_probs empty (openai; hf records "
+                             "them always)")
+
+
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     """--engine, --replicas, --gpus-per-replica: where the calls run (this process, or Ray replicas)."""
     parser.add_argument("--engine", choices=ENGINES, default="local",
@@ -84,8 +97,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
 def parse_checked(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """The parsed flags; a usage error (exit status 2) for a --limit below 1, a timeout that is not a
     positive finite number of seconds, a --max-response-bytes below 1, a --batch-size below 1, --replicas
-    below 1 or --gpus-per-replica below 0 (or either without --engine ray), or --structured without
-    --backend openai."""
+    below 1 or --gpus-per-replica below 0 (or either without --engine ray), --structured without
+    --backend openai, or --logprobs below 1 or without --backend openai."""
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be at least 1")
@@ -104,6 +117,11 @@ def parse_checked(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -
         parser.error("--max-response-bytes must be at least 1")
     if args.structured and args.backend != "openai":
         parser.error("--structured needs --backend openai (it is the server's response_format)")
+    logprobs = getattr(args, "logprobs", None)
+    if logprobs is not None and args.backend != "openai":
+        parser.error("--logprobs needs --backend openai (the hf backend records label probabilities always)")
+    if logprobs is not None and logprobs < 1:
+        parser.error("--logprobs must be at least 1")
     return args
 
 
@@ -169,6 +187,7 @@ def model_backend(args: argparse.Namespace) -> SelectorBackend:
             timeout=args.timeout,
             revision=args.revision,
             max_response_bytes=args.max_response_bytes,
+            top_logprobs=getattr(args, "logprobs", None),
         )
     except ValueError as err:
         raise InputError(str(err), field="--base-url") from None

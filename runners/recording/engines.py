@@ -13,6 +13,10 @@ the store. Requests go out in batches of at most `batch_size`, in plan order:
 - any other backend answers a batch's requests one after another, each with
   its own time and its own retry (`generate_with_retry`).
 
+A backend that offers `reply_batch` / `reply` (returning `runners.backends.base.Reply`:
+the text and its label steps) is asked through them instead of `generate_batch` /
+`generate`, so the label probabilities reach the `Generated` record.
+
 `LocalEngine` runs batches on a bounded pool of threads in this process;
 `runners.recording.ray_engine.RayEngine` runs them on backend replicas in a Ray cluster.
 """
@@ -25,7 +29,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from runners.backends.base import BackendFailure
+from runners.backends.base import BackendFailure, LabelStep, Reply
 
 PENDING_PER_WORKER = 128  # requests queued per worker: bounds memory, keeps workers busy while a batch is written
 
@@ -46,7 +50,8 @@ class Generated:
     raw: the text returned, None when both attempts raised; error: the last
     exception as "Type: message"; seconds: the call's wall time (its share of
     the batch's for a batched call); failed_output: what the failing backend
-    did receive, when it said (`BackendFailure.raw_output`), stored with the failure.
+    did receive, when it said (`BackendFailure.raw_output`), stored with the failure;
+    label_steps: the reply's label steps (`Reply.label_steps`), None when the backend gives none.
     """
 
     raw: str | None
@@ -54,6 +59,7 @@ class Generated:
     error: str | None
     seconds: float
     failed_output: str | None = None
+    label_steps: tuple[LabelStep, ...] | None = None
 
 
 class Engine(Protocol[Req]):
@@ -79,13 +85,15 @@ def generate_with_retry(backend: TextBackend[Req], request: Req, *, tried: float
     start = time.perf_counter()
     error: BaseException | None = None
     first = 1 if tried is None else 2
+    answer = getattr(backend, "reply", backend.generate)
     for attempt in range(first, 3):
         try:
-            raw = backend.generate(request)
+            reply = as_reply(answer(request))
         except Exception as err:  # any backend failure is recorded, never fatal to the run
             error = err
             continue
-        return Generated(raw, attempt, None, (tried or 0.0) + time.perf_counter() - start)
+        return Generated(reply.text, attempt, None, (tried or 0.0) + time.perf_counter() - start,
+                         label_steps=reply.label_steps)
     received = error.raw_output if isinstance(error, BackendFailure) else None
     return Generated(None, 2, f"{type(error).__name__}: {error}", (tried or 0.0) + time.perf_counter() - start,
                      received)
@@ -93,19 +101,24 @@ def generate_with_retry(backend: TextBackend[Req], request: Req, *, tried: float
 
 def generate_batch(backend: TextBackend[Req], requests: Sequence[Req]) -> list[Generated]:
     """Every request of one batch answered (see the module docstring for batches, shares and retries)."""
-    batched = getattr(backend, "generate_batch", None)
+    batched = getattr(backend, "reply_batch", None) or getattr(backend, "generate_batch", None)
     if batched is None or len(requests) == 1:
         return [generate_with_retry(backend, r) for r in requests]
     start = time.perf_counter()
     try:
-        texts = batched(list(requests))
+        replies = [as_reply(answer) for answer in batched(list(requests))]
     except Exception:  # each request then gets its identical retry alone
         share = (time.perf_counter() - start) / len(requests)
         return [generate_with_retry(backend, r, tried=share) for r in requests]
-    if len(texts) != len(requests):
-        raise RuntimeError(f"generate_batch returned {len(texts)} texts for {len(requests)} requests")
+    if len(replies) != len(requests):
+        raise RuntimeError(f"{batched.__name__} returned {len(replies)} texts for {len(requests)} requests")
     share = (time.perf_counter() - start) / len(requests)
-    return [Generated(text, 1, None, share) for text in texts]
+    return [Generated(reply.text, 1, None, share, label_steps=reply.label_steps) for reply in replies]
+
+
+def as_reply(answer: str | Reply) -> Reply:
+    """A backend's answer as a `Reply` (plain text has no label steps)."""
+    return answer if isinstance(answer, Reply) else Reply(answer)
 
 
 def batches_of(requests: Sequence[Req], size: int) -> list[list[Req]]:

@@ -25,7 +25,7 @@ from audit_core.errors import InputError
 from audit_core.ingest.pools import MIN_POOL_SIZE
 from audit_core.selection.orders import presentation_orders, slot_labels
 from audit_core.store.records import CallRecord
-from runners.backends.base import SelectorBackend
+from runners.backends.base import LabelStep, SelectorBackend
 from runners.recording.engines import Engine, Generated
 from runners.recording.recorder import (
     RunIdentity,
@@ -139,6 +139,13 @@ def plan_scope(
             )
     return requests, sizes, instruction.sha256, manifest
 
+def label_probs_of_choice(steps: Sequence[LabelStep] | None, choice: str | None) -> dict[str, float] | None:
+    """The label probabilities at the position where the choice was generated: those of the first label
+    step whose label is `choice`; None without a choice, without steps, or when no step spells it."""
+    if steps is None or choice is None:
+        return None
+    return next((dict(step.probs) for step in steps if step.label == choice), None)
+
 def selector_record(
     request: JudgeRequest,
     generated: Generated,
@@ -147,7 +154,11 @@ def selector_record(
     lenient: bool,
     input_json: str,
 ) -> CallRecord:
-    """The call record of one answered request: parsed strictly (or leniently), or its runtime failure."""
+    """The call record of one answered request: parsed strictly (or leniently), or its runtime failure.
+
+    label_probs: the JSON of `label_probs_of_choice` for the parsed choice, None when there is none
+    (or when the backend gave no probability at that step).
+    """
     fields = dict(
         run_id=run_id,
         prompt_id=request.prompt_id,
@@ -163,6 +174,7 @@ def selector_record(
                           **fields)
     parsed = parse_output(generated.raw, request.labels, request.contract, lenient=lenient)
     chosen = request.slot_candidate_ids[request.labels.index(parsed.choice)] if parsed.choice else None
+    probs = label_probs_of_choice(generated.label_steps, parsed.choice)
     return CallRecord(
         status=parsed.status,
         choice_label=parsed.choice,
@@ -170,6 +182,7 @@ def selector_record(
         ranking=list(parsed.ranking) if parsed.ranking else None,
         raw_output=generated.raw,
         parse_note=parsed.note,
+        label_probs=json.dumps(probs, sort_keys=True) if probs else None,
         **fields,
     )
 

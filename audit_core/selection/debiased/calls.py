@@ -1,0 +1,204 @@
+"""A selector judge's calls as the debiased policies read them: per (prompt, order), which image sat
+in which slot, the full ranking when the judge gave one, and its label probabilities when recorded.
+
+Arrays are aligned with `audit_core.selection.data.SelectionData`: rows are prompts sorted by id,
+columns canonical candidates (0..M−1, padded where a pool is smaller), axis 1 the orders 0..K−1.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from audit_core.errors import InputError
+from audit_core.selection.data import SelectionData
+from audit_core.store.database import has_column
+
+ABSENT = -1  # no candidate: a slot beyond the pool, a rank past the ranking, an order without a call
+
+
+@dataclass(frozen=True)
+class OrderedCalls:
+    """One judge's calls, dense.
+
+    prompt_ids: (P,) ids; candidate_ids: (P, M) ids, "" in padding; mask: (P, M) True where a
+      candidate exists.
+    picks: (P, K) canonical index of each order's pick, NO_PICK or NO_CALL (as `SelectionData.picks`).
+    slot_order: (P, K, M) canonical index of the image in slot s of order k; ABSENT beyond the pool
+      and where no call was recorded.
+    rankings: (P, K, M) canonical indices in the judge's rank order, best first; ABSENT where the call
+      holds no ranking, and past the ranking's end.
+    label_probs: (P, K, M) the recorded probability of slot s's label in order k's call (0 for an
+      offered label the record leaves out); NaN across a call that recorded none, and beyond the pool.
+    seconds: (P, K) the call's recorded seconds, NaN where none.
+    """
+
+    judge: str
+    prompt_ids: np.ndarray
+    candidate_ids: np.ndarray
+    mask: np.ndarray
+    picks: np.ndarray
+    slot_order: np.ndarray
+    rankings: np.ndarray
+    label_probs: np.ndarray
+    seconds: np.ndarray
+
+    @property
+    def n_prompts(self) -> int:
+        return len(self.prompt_ids)
+
+    @property
+    def n_orders(self) -> int:
+        """K, the number of presentation orders."""
+        return self.picks.shape[1]
+
+    @property
+    def width(self) -> int:
+        """M, the largest pool."""
+        return self.mask.shape[1]
+
+    @property
+    def pool_sizes(self) -> np.ndarray:
+        """(P,) m per prompt."""
+        return self.mask.sum(axis=1)
+
+    @property
+    def valid(self) -> np.ndarray:
+        """(P, K) True where the call returned a pick (status ok or recovered)."""
+        return self.picks >= 0
+
+    @property
+    def pick_slots(self) -> np.ndarray:
+        """(P, K) slot (0 = A) each order's pick sat in; ABSENT where the call returned no pick."""
+        hit = (self.slot_order == self.picks[:, :, None]) & self.valid[:, :, None]
+        return np.where(hit.any(axis=2), hit.argmax(axis=2), ABSENT)
+
+    @property
+    def slot_of(self) -> np.ndarray:
+        """(P, K, M) the slot candidate i sat in in order k (inverse of `slot_order`); ABSENT where none."""
+        out = np.full(self.slot_order.shape, ABSENT, dtype=np.int64)
+        p, k, s = np.nonzero(self.slot_order >= 0)
+        out[p, k, self.slot_order[p, k, s]] = s
+        return out
+
+    @property
+    def full_ranking(self) -> np.ndarray:
+        """(P, K) True where the call returned a pick and a ranking that lists every candidate of the pool
+        exactly once, starting with the pick (anything else counts as no ranking)."""
+        inside = np.arange(self.width)[None, None, :] < self.pool_sizes[:, None, None]
+        listed = (self.rankings[:, :, :, None] == np.arange(self.width)) & inside[:, :, :, None]
+        every_once = (listed.sum(axis=2) == self.mask[:, None, :]).all(axis=2)
+        nothing_after = (inside | (self.rankings == ABSENT)).all(axis=2)
+        return self.valid & every_once & nothing_after & (self.rankings[:, :, 0] == self.picks)
+
+    @property
+    def has_label_probs(self) -> np.ndarray:
+        """(P, K) True where the call recorded label probabilities."""
+        return ~np.isnan(self.label_probs).all(axis=2)
+
+
+def order0_slots(pick: np.ndarray, calls: OrderedCalls) -> np.ndarray:
+    """(P,) the slot of order 0 in which each prompt's pick was shown (0 = A); ABSENT where the policy
+    abstains or order 0 has no call. A policy's first-slot share is the mean of (this == 0) over the
+    prompts it acts on; the uniform expectation is the mean of 1/m over them."""
+    hit = calls.slot_order[:, 0, :] == pick[:, None]
+    return np.where((pick >= 0) & hit.any(axis=1), hit.argmax(axis=1), ABSENT)
+
+
+def load_ordered_calls(
+    con: duckdb.DuckDBPyConnection, data: SelectionData, judges: Sequence[str] | None = None
+) -> dict[str, OrderedCalls]:
+    """Judge -> its `OrderedCalls`, aligned with `data` (loaded from the same store and dataset), for
+    `judges` (default every selector judge of `data`).
+
+    Slots are read from each call's slot order as recorded and rankings from its ranking of slot labels
+    (A = slot 0, …; a label beyond the pool makes the ranking unusable, left ABSENT). A store older than
+    the label_probs column reads as one that recorded none. InputError (field label_probs) for a record
+    that is not a JSON object of label -> probability in [0, 1].
+    """
+    judges = list(data.judges if judges is None else judges)
+    params = [data.dataset_id, judges]
+    selected = "FROM calls c JOIN runs r USING (run_id) WHERE r.dataset_id = ? AND r.kind = 'selector' " \
+               "AND list_contains(?, r.judge)"
+    probs_column = "c.label_probs" if has_column(con, "calls", "label_probs") else "NULL::VARCHAR"
+    calls = con.execute(f"SELECT r.judge, c.prompt_id, c.order_index, c.seconds, {probs_column} AS label_probs "
+                        f"{selected}", params).df()
+    shown = con.execute(
+        f"""
+        SELECT s.judge, s.prompt_id, s.order_index, s.slot, k.canonical_index
+        FROM (SELECT r.judge, r.dataset_id, c.prompt_id, c.order_index, unnest(c.slot_candidate_ids) AS candidate_id,
+                     generate_subscripts(c.slot_candidate_ids, 1) - 1 AS slot {selected}) s
+        JOIN candidates k ON k.dataset_id = s.dataset_id AND k.candidate_id = s.candidate_id
+        """,
+        params,
+    ).df()
+    ranked = con.execute(
+        f"""
+        SELECT r.judge, c.prompt_id, c.order_index, unnest(c.ranking) AS label,
+               generate_subscripts(c.ranking, 1) - 1 AS rank {selected}
+        """,
+        params,
+    ).df()
+    row_of = pd.Series(np.arange(data.n_prompts), index=data.prompts["prompt_id"].to_numpy())
+    return {judge: _ordered(data, judge, *(f[f["judge"] == judge] for f in (calls, shown, ranked)), row_of)
+            for judge in judges}
+
+
+def _ordered(data: SelectionData, judge: str, calls: pd.DataFrame, shown: pd.DataFrame, ranked: pd.DataFrame,
+             row_of: pd.Series) -> OrderedCalls:
+    n, width, k = data.n_prompts, data.mask.shape[1], data.n_orders(judge)
+    slot_order = np.full((n, k, width), ABSENT, dtype=np.int64)
+    slot_order[row_of.loc[shown["prompt_id"]].to_numpy(), shown["order_index"].to_numpy(),
+               shown["slot"].to_numpy()] = shown["canonical_index"].to_numpy()
+
+    rankings = np.full((n, k, width), ABSENT, dtype=np.int64)
+    r, o = row_of.loc[ranked["prompt_id"]].to_numpy(), ranked["order_index"].to_numpy()
+    rank = ranked["rank"].to_numpy()
+    slot = np.array([ord(label) - ord("A") if len(label) == 1 else width for label in ranked["label"]], dtype=np.int64)
+    inside = (0 <= slot) & (slot < width) & (rank < width)
+    canonical = np.full(len(slot), ABSENT, dtype=np.int64)
+    canonical[inside] = slot_order[r[inside], o[inside], slot[inside]]
+    unusable = pd.Series(canonical < 0).groupby([r, o]).transform("any").to_numpy()
+    keep = ~unusable
+    rankings[r[keep], o[keep], rank[keep]] = canonical[keep]
+
+    label_probs = np.full((n, k, width), np.nan)
+    seconds = np.full((n, k), np.nan)
+    rows, orders = row_of.loc[calls["prompt_id"]].to_numpy(), calls["order_index"].to_numpy()
+    seconds[rows, orders] = calls["seconds"].to_numpy(dtype=float, na_value=np.nan)
+    recorded = calls["label_probs"].notna().to_numpy()
+    for row, order, text, pid in zip(rows[recorded], orders[recorded], calls["label_probs"][recorded],
+                                     calls["prompt_id"][recorded]):
+        probs = _label_probs(text, judge, pid, int(order))
+        m = int((slot_order[row, order] >= 0).sum())
+        label_probs[row, order, :m] = [probs.get(chr(ord("A") + s), 0.0) for s in range(m)]
+    return OrderedCalls(
+        judge=judge,
+        prompt_ids=data.prompts["prompt_id"].to_numpy(dtype=object),
+        candidate_ids=data.candidate_ids,
+        mask=data.mask,
+        picks=data.picks[judge],
+        slot_order=slot_order,
+        rankings=rankings,
+        label_probs=label_probs,
+        seconds=seconds,
+    )
+
+
+def _label_probs(text: str, judge: str, prompt_id: str, order: int) -> dict[str, float]:
+    """A call's label_probs JSON as label -> probability; InputError unless every value is in [0, 1]."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict) or not all(
+        isinstance(p, (int, float)) and not isinstance(p, bool) and 0.0 <= p <= 1.0 for p in value.values()
+    ):
+        raise InputError(f"judge {judge!r}, prompt {prompt_id!r}, order {order}: expected a JSON object of "
+                         f"label -> probability in [0, 1], got {text[:80]!r}", field="label_probs")
+    return {str(label): float(p) for label, p in value.items()}
