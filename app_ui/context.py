@@ -276,7 +276,7 @@ def _audit(db_path: str, stamp: float, dataset_id: str, pool: str, resamples: in
         return kept
     con = store.connect(db_path, read_only=True)
     try:
-        calls = store.load_calls(con, dataset_id)  # slot orders and seconds: generator_slots, timing
+        calls = store.load_calls(con, dataset_id, ok_outputs=False)  # slot orders, seconds: generator_slots, timing
     finally:
         con.close()
     result = audit_selection(_audit_data(db_path, stamp, dataset_id, pool), settings, calls=calls)

@@ -78,7 +78,7 @@ def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAU
             hint = f"; choose one with --pool NAME (pools: {', '.join(pools)})" if pools else ""
             raise KeyError(f"dataset {dataset!r} has no alignment ratings in pool {pool!r}{hint}")
         data = load_selection_data(con, dataset, pool=pool) if pools else None  # None: a rating or attribute study only
-        calls = store.load_calls(con, dataset)
+        calls = store.load_calls(con, dataset, ok_outputs=False)
         runs = store.load_runs(con, dataset)
         image_paths = load_image_paths(con, dataset)
         content = audit_cache.dataset_fingerprint(con, dataset)

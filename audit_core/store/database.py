@@ -467,18 +467,22 @@ def load_judges(con: duckdb.DuckDBPyConnection, dataset_id: str) -> pd.DataFrame
 
 
 def load_calls(
-    con: duckdb.DuckDBPyConnection, dataset_id: str, judges: Sequence[str] | None = None
+    con: duckdb.DuckDBPyConnection, dataset_id: str, judges: Sequence[str] | None = None, *, ok_outputs: bool = True
 ) -> pd.DataFrame:
-    """Selector calls joined to their judge: one row per (judge, prompt, order)."""
+    """Selector calls joined to their judge: one row per (judge, prompt, order).
+
+    With `ok_outputs` False, raw_output is NULL where the strict parser accepted the call (status
+    'ok'): the audit reads only the other calls' outputs (timing's not-JSON count), and accepted
+    outputs are most of the frame's memory at a million prompts."""
     sql = """
         SELECT r.judge, c.run_id, c.prompt_id, c.order_index, c.slot_candidate_ids,
                c.status, c.choice_label, c.chosen_candidate_id, c.ranking,
-               c.raw_output, c.parse_note, c.attempts, c.seconds, c.request_key,
-               c.created_at
+               CASE WHEN ? OR c.status <> 'ok' THEN c.raw_output END AS raw_output,
+               c.parse_note, c.attempts, c.seconds, c.request_key, c.created_at
         FROM calls c JOIN runs r USING (run_id)
         WHERE r.dataset_id = ? AND r.kind = 'selector'
     """
-    params: list[object] = [dataset_id]
+    params: list[object] = [ok_outputs, dataset_id]
     if judges is not None:
         sql += " AND list_contains(?, r.judge)"
         params.append(list(judges))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -12,8 +14,8 @@ from tests.support.paths import JUDGEACTS_MAIN as JUDGEACTS
 
 
 @pytest.fixture(scope="module")
-def judgeacts(tmp_path_factory) -> tuple[SelectionData, pd.DataFrame]:
-    """(SelectionData, load_calls frame) of the JudgeActs main split with Qwen and Smol."""
+def judgeacts_db(tmp_path_factory) -> Path:
+    """A store holding the JudgeActs main split with Qwen and Smol as dataset `main`."""
     if not JUDGEACTS.is_dir():
         pytest.skip(f"{JUDGEACTS} is not available")
     db = tmp_path_factory.mktemp("ja") / "ja.duckdb"
@@ -24,8 +26,15 @@ def judgeacts(tmp_path_factory) -> tuple[SelectionData, pd.DataFrame]:
         "--db", str(db), "--dataset", "main",
     ])
     assert code == 0
-    con = store.connect(db, read_only=True)
+    return db
+
+
+@pytest.fixture(scope="module")
+def judgeacts(judgeacts_db: Path) -> tuple[SelectionData, pd.DataFrame]:
+    """(SelectionData, calls) of the JudgeActs main split with Qwen and Smol, the calls read as the
+    audit reads them (`store.load_calls(..., ok_outputs=False)`)."""
+    con = store.connect(judgeacts_db, read_only=True)
     try:
-        return load_selection_data(con, "main"), store.load_calls(con, "main")
+        return load_selection_data(con, "main"), store.load_calls(con, "main", ok_outputs=False)
     finally:
         con.close()

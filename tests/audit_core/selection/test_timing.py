@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from audit_core import store
 from audit_core.selection.timing import GATE_COST_COLUMNS, TIMING_COLUMNS, gate_cost, is_not_json, timing_table
 
 STRICT = '{"choice": "A", "ranking": ["A", "B"]}'
@@ -98,6 +99,19 @@ def test_published_validity_and_timing(judgeacts) -> None:  # noqa: F811
     # the raw text agrees with the flags JudgeActs recorded
     smol = calls[calls["judge"] == "smol"]
     assert sum(is_not_json(raw, None) for raw in smol["raw_output"]) == 880
+
+
+def test_the_audit_reads_no_accepted_output_and_counts_the_same(judgeacts_db) -> None:
+    con = store.connect(judgeacts_db, read_only=True)
+    try:
+        every, audited = store.load_calls(con, "main"), store.load_calls(con, "main", ok_outputs=False)
+    finally:
+        con.close()
+    assert audited.loc[audited["status"] == "ok", "raw_output"].isna().all()
+    assert (audited["status"] == "ok").sum() == 900  # the 4B's calls: their outputs are not read
+    kept = audited["status"] != "ok"
+    assert audited.loc[kept, "raw_output"].equals(every.loc[kept, "raw_output"])
+    pd.testing.assert_frame_equal(timing_table(audited), timing_table(every))
 
 
 def test_gate_cost_from_built_calls() -> None:
