@@ -55,9 +55,11 @@ if result.timing is not None:
                "seconds of all K orders over those of order 0. Majority and order-agreement gates call their judge in "
                "every order; a scorer gate adds a content scorer, whose time is not recorded (a dash), to one call.")
 
-single = result.policies[result.policies["kind"].isin(["random", "oracle", "judge", "majority", "scorer"])]
+single = result.policies[result.policies["kind"].isin(["random", "oracle", "judge", "majority", "debiased",
+                                                      "scorer"])]
 draw.chart(policy_forest(single, colours, "gain", "Gain over random, judge by judge", "gain over random (alignment)"),
-           "Each judge's order-0 pick and majority vote, content-only scorers, and the oracle; whiskers: 95% intervals; "
+           "Each judge's order-0 pick, majority vote and debiased policies, content-only scorers, and the oracle; "
+           "whiskers: 95% intervals; "
            "colour: the judge; marker: the kind of policy.")
 
 if len(sel.judges) >= 2:

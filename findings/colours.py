@@ -28,7 +28,7 @@ SIDE_COLOURS: dict[str, str] = {"kept": KEPT, "rejected": REJECTED}
 # a policy resting on a judge takes the judge's colour; its kind shows as the marker
 KIND_SYMBOLS: dict[str, str] = {
     "random": "line-ns-open", "oracle": "star", "judge": "circle", "order": "circle-open", "majority": "square",
-    "order_gate": "diamond", "order_gate_rejected": "diamond-open", "judge_gate": "triangle-up",
+    "debiased": "pentagon", "order_gate": "diamond", "order_gate_rejected": "diamond-open", "judge_gate": "triangle-up",
     "judge_gate_rejected": "triangle-up-open", "scorer": "star-square", "scorer_gate": "cross",
     "scorer_gate_rejected": "x", "composed_gate": "hexagram", "composed_gate_rejected": "hexagram-open",
 }

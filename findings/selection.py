@@ -20,11 +20,11 @@ from findings.blocks import Figure, Gallery, Paragraph, PoolCard, Section, Table
 from findings.inputs import ReportInput
 from findings.numbers import MISSING, absent, estimate_of, interval, number, p_value, percent, share_of, zero_reading
 
-HEADLINE_KINDS = ("random", "oracle", "judge", "majority", "scorer")
+HEADLINE_KINDS = ("random", "oracle", "judge", "majority", "debiased", "scorer")
 HEADLINE_HEADER = ("policy", "prompts", "coverage", "gain [95% CI]", "regret [95% CI]", "below mean [95% CI]",
                    "below mean, random", "picks the best [95% CI]")
 GATED_KINDS = ("order_gate", "judge_gate", "scorer_gate", "composed_gate")
-CULTURAL_KINDS = ("judge", "majority", "scorer")
+CULTURAL_KINDS = ("judge", "majority", "debiased", "scorer")
 
 
 
@@ -214,7 +214,7 @@ def countries(report: ReportInput) -> Section | None:
     result = report.result
     if result.judges.empty or result.groups.empty:
         return None
-    policies = result.policies[result.policies["kind"].isin(("judge", "majority", "scorer", *GATED_KINDS))]
+    policies = result.policies[result.policies["kind"].isin(("judge", "majority", "debiased", "scorer", *GATED_KINDS))]
     rows = [[str(r["policy"]), percent(r["coverage"]), estimate_of(r, "worst_group_regret"), number(r["disparity"]),
              str(int(r["countries_covered"])) if pd.notna(r["countries_covered"]) else "—"]
             for r in policies.to_dict("records")]

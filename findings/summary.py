@@ -26,8 +26,8 @@ from findings.selection import (
 )
 
 _SIMULATED = re.compile(r"\bsimulated\b", re.IGNORECASE)
-TABLE_KINDS = ("random", "oracle", "judge", "majority", "order_gate", "order_gate_rejected", "judge_gate",
-               "judge_gate_rejected", "scorer", "scorer_gate", "scorer_gate_rejected")
+TABLE_KINDS = ("random", "oracle", "judge", "majority", "debiased", "order_gate", "order_gate_rejected",
+               "judge_gate", "judge_gate_rejected", "scorer", "scorer_gate", "scorer_gate_rejected")
 
 
 def source_note(row: Mapping[str, object]) -> str:

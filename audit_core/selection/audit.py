@@ -23,7 +23,7 @@ Intervals (95% percentile, `audit_core.stats.bootstrap`), as the published study
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,8 +31,11 @@ import pandas as pd
 
 from audit_core.selection import gates, groups, metrics, position, slices
 from audit_core.selection.composition import composition_table
+from audit_core.selection.costs import POLICY_COST_COLUMNS, policy_costs
 from audit_core.selection.cultural import cultural_table
 from audit_core.selection.data import SelectionData
+from audit_core.selection.debiased.calls import OrderedCalls, ordered_calls
+from audit_core.selection.debiased.specs import DEBIASED_KIND, with_debiased
 from audit_core.selection.policies import PolicySpec, policy_specs
 from audit_core.selection.timing import timing_table
 from audit_core.stats import bootstrap
@@ -116,6 +119,7 @@ class SelectionAudit:
                     "worst_group_regret", "disparity", "countries_covered",
                 )
             }
+            entry.update({k: _json(row.get(k)) for k in POLICY_COST_COLUMNS})
             for stat in ("utility", "regret", "gain", "bmr", "bmr_delta", "best", "random_regret", "worst_group_regret"):
                 entry[f"{stat}_ci"] = [_json(row[f"{stat}_lo"]), _json(row[f"{stat}_hi"])]
             for outcome in (*ERROR_OUTCOMES, *SIDE_OUTCOMES):
@@ -154,21 +158,23 @@ def _json(value: object) -> object:
     return value
 
 
-def evaluated_policies(data: SelectionData) -> list[Evaluated]:
-    """random, oracle, every contract policy, and for each order gate (and majority) the
-    ungated judge restricted to the prompts it keeps (internal, for the gates table)."""
+def evaluated_policies(data: SelectionData, ordered: Mapping[str, OrderedCalls] | None = None) -> list[Evaluated]:
+    """random, oracle, every contract policy, the debiased policies of the judges in `ordered` (judge ->
+    its calls; after each judge's majority, `debiased.specs`), and for each order gate, majority and
+    debiased policy the ungated judge restricted to the prompts it acts on (internal: the gates table,
+    regret_vs_ungated)."""
     h = data.utility
     out = [
         Evaluated("random", "random", None, metrics.uniform_choice(h)),
         Evaluated("oracle", "oracle", None, metrics.oracle_choice(h)),
     ]
-    specs: list[PolicySpec] = policy_specs(data)
+    specs: list[PolicySpec] = with_debiased(policy_specs(data), ordered or {})
     base = {spec.base_judge: spec.pick for spec in specs if spec.kind == "judge"}
     for spec in specs:
         out.append(
             Evaluated(spec.name, spec.kind, spec.base_judge, spec.pick, spec.threshold, spec.orders, spec.partner)
         )
-        if spec.kind in ("order_gate", "majority"):  # other gates return the judge's own pick
+        if spec.kind in ("order_gate", "majority", DEBIASED_KIND):  # other gates return the judge's own pick
             ungated = np.where(spec.pick >= 0, base[spec.base_judge], -1)
             out.append(Evaluated(f"{spec.name} ungated", "ungated", spec.base_judge, ungated, report=False))
     return out
@@ -266,11 +272,14 @@ def audit_selection(
     with the result (the same settings give the same intervals); by: prompt attributes
     (columns of the prompts table) to slice by besides the built-in slices
     (InputError naming an unknown one); calls: the selector calls as `store.load_calls`
-    returns them, for the tables that need each call's slot order and seconds
-    (generator_slots, timing; None without them).
+    returns them, for what needs each call's slot order, ranking, label probabilities and
+    seconds: the debiased policies (`debiased.specs`), generator_slots, timing and the policies'
+    seconds_per_prompt (none of them without the calls; every other number is the same either way).
     """
     parts, slice_notes = slices.partitions(data, by)
-    table, ungated, slice_frame = evaluate_policies(data, evaluated_policies(data), parts, resampling)
+    ordered = {} if calls is None else ordered_calls(data, calls)
+    table, ungated, slice_frame = evaluate_policies(data, evaluated_policies(data, ordered), parts, resampling)
+    table[POLICY_COST_COLUMNS] = policy_costs(table, data, ordered)
     extra_outcomes = [o for o in (*ERROR_OUTCOMES, *SIDE_OUTCOMES) if o in data.outcomes]
     judges, positions, generators, flips, near_ties = _judge_tables(data, resampling)
     return SelectionAudit(
@@ -449,9 +458,11 @@ def _risk_coverage(policies: pd.DataFrame) -> pd.DataFrame:
     """Coverage vs selective regret for every agreement threshold, next to matched random.
 
     Per judge: threshold 0 = the ungated order-0 pick, 1 = majority, k ≥ 2 = agree>=k/K;
-    cross-judge and scorer agreement gates are added with their kind.
+    the debiased policies, cross-judge and scorer agreement gates are added with their kind
+    (no threshold).
     """
-    part = policies[policies["kind"].isin(["judge", "majority", "order_gate", "judge_gate", "scorer_gate"])].copy()
+    part = policies[policies["kind"].isin(["judge", "majority", DEBIASED_KIND, "order_gate", "judge_gate",
+                                           "scorer_gate"])].copy()
     part["judge"] = part["base_judge"]
     part.loc[part["kind"] == "judge", "threshold"] = 0
     part["tau"] = part["threshold"] / part["orders"]

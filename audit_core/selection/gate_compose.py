@@ -38,6 +38,7 @@ import pandas as pd
 from audit_core.errors import InputError
 from audit_core.selection import metrics, slices
 from audit_core.selection.audit import Evaluated, evaluate_policies
+from audit_core.selection.costs import POLICY_COST_COLUMNS, policy_costs, reads_cost
 from audit_core.selection.data import SelectionData
 from audit_core.selection.gates import gate_table, rejected
 from audit_core.selection.policies import scorer_pick
@@ -346,11 +347,33 @@ def evaluated(gate: ComposedGate, data: SelectionData) -> list[Evaluated]:
     return out
 
 
+def gate_reads(gate: ComposedGate, data: SelectionData) -> tuple[dict[str, np.ndarray], bool]:
+    """(judge -> (P, K) True for the calls the gate reads, whether no content scorer is among its parts).
+
+    Every condition is evaluated on every prompt: the base judge's order-0 call, every order of a judge
+    an `orders` or `entropy` condition names, the order-0 call of a `judge` condition's judge; `scorer`
+    and `margin` conditions read a content scorer (no judge call, time not recorded)."""
+    reads = {gate.judge: np.zeros((data.n_prompts, data.n_orders(gate.judge)), dtype=bool)}
+    reads[gate.judge][:, 0] = True
+    for c in gate.conditions:
+        if c.kind in ORDER_KINDS or c.kind == "judge":
+            used = reads.setdefault(c.name, np.zeros((data.n_prompts, data.n_orders(c.name)), dtype=bool))
+            used[:, slice(None) if c.kind in ORDER_KINDS else 0] = True
+    return reads, not any(c.kind in SCORER_KINDS for c in gate.conditions)
+
+
 def evaluate(gate: ComposedGate, data: SelectionData, resampling: Resampling = Resampling()) -> ComposedResult:
     """Audit `gate` as `audit.audit_selection` audits a standard gate, under the same `resampling`
-    (so the same numbers for the same picks); InputError as `gate_picks`."""
+    (so the same numbers for the same picks; calls per prompt from `gate_reads`, no seconds: the Gate
+    lab has no calls' seconds); InputError as `gate_picks`."""
     parts, _ = slices.partitions(data)
     policies, ungated, sliced = evaluate_policies(data, evaluated(gate, data), parts, resampling)
+    costs = policy_costs(policies, data, {})
+    composed = policies["kind"].isin(["composed_gate", "composed_gate_rejected"]).to_numpy()
+    reads, timed = gate_reads(gate, data)
+    for column, value in zip(POLICY_COST_COLUMNS, reads_cost(reads, {}, timed)):
+        costs.loc[composed, column] = value
+    policies[POLICY_COST_COLUMNS] = costs
     name = format_gate(gate)
     country = sliced[(sliced["slice"] == "country") & (sliced["policy"] == name)]
     kept = policies[policies["policy"] == name]

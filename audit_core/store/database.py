@@ -473,12 +473,14 @@ def load_calls(
 
     With `ok_outputs` False, raw_output is NULL where the strict parser accepted the call (status
     'ok'): the audit reads only the other calls' outputs (timing's not-JSON count), and accepted
-    outputs are most of the frame's memory at a million prompts."""
-    sql = """
+    outputs are most of the frame's memory at a million prompts. label_probs is NULL throughout for a
+    store older than that column."""
+    probs = "c.label_probs" if has_column(con, "calls", "label_probs") else "NULL::VARCHAR"
+    sql = f"""
         SELECT r.judge, c.run_id, c.prompt_id, c.order_index, c.slot_candidate_ids,
                c.status, c.choice_label, c.chosen_candidate_id, c.ranking,
                CASE WHEN ? OR c.status <> 'ok' THEN c.raw_output END AS raw_output,
-               c.parse_note, c.attempts, c.seconds, c.request_key, c.created_at
+               c.parse_note, c.attempts, c.seconds, c.request_key, c.created_at, {probs} AS label_probs
         FROM calls c JOIN runs r USING (run_id)
         WHERE r.dataset_id = ? AND r.kind = 'selector'
     """

@@ -191,7 +191,7 @@ def test_cultural_rows_are_those_whose_bonferroni_interval_excludes_zero() -> No
     result = audit_selection(random_data(n=200, seed=7), Resampling(400, 2))
     rows = render(findings_markdown(result, dataset="c")).table("policy", "error")
     c = result.cultural
-    c = c[c["outcome"].isin(ERROR_OUTCOMES) & c["kind"].isin(["judge", "majority", "scorer"])]
+    c = c[c["outcome"].isin(ERROR_OUTCOMES) & c["kind"].isin(["judge", "majority", "debiased", "scorer"])]
     expected = c[(c["delta_lo_bonf"] > 0) | (c["delta_hi_bonf"] < 0)]
     assert {(r[0], r[1], r[2]) for r in rows} == {
         (p, o.replace("_", " "), s) for p, o, s in zip(expected["policy"], expected["outcome"], expected["subset"])}

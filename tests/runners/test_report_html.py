@@ -53,7 +53,7 @@ def check_headline(out: Path) -> None:
     md = render((out / "report.md").read_text(encoding="utf-8")).table("policy", "prompts", "coverage")
     page = render_html((out / "report.html").read_text(encoding="utf-8")).table("policy", "prompts", "coverage")
     assert md[: len(page)] == page[: len(md)] and md
-    kinds = {"random", "oracle", "judge", "majority", "scorer"}
+    kinds = {"random", "oracle", "judge", "majority", "debiased", "scorer"}
     expected = [p for p in summary.values() if p["kind"] in kinds]
     headline = md[: len(expected)]
     assert [r[0] for r in headline] == [p["policy"] for p in expected]

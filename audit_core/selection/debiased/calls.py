@@ -15,9 +15,9 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from audit_core import store
 from audit_core.errors import InputError
 from audit_core.selection.data import SelectionData
-from audit_core.store.database import has_column
 
 ABSENT = -1  # no candidate: a slot beyond the pool, a rank past the ranking, an order without a call
 
@@ -114,39 +114,40 @@ def load_ordered_calls(
     con: duckdb.DuckDBPyConnection, data: SelectionData, judges: Sequence[str] | None = None
 ) -> dict[str, OrderedCalls]:
     """Judge -> its `OrderedCalls`, aligned with `data` (loaded from the same store and dataset), for
-    `judges` (default every selector judge of `data`).
+    `judges` (default every selector judge of `data`): `ordered_calls` of the calls `store.load_calls`
+    reads (a store older than the label_probs column reads as one that recorded none)."""
+    return ordered_calls(data, store.load_calls(con, data.dataset_id, judges, ok_outputs=False), judges)
+
+
+def ordered_calls(data: SelectionData, calls: pd.DataFrame, judges: Sequence[str] | None = None
+                  ) -> dict[str, OrderedCalls]:
+    """Judge -> its `OrderedCalls`, aligned with `data`, from the selector calls as `store.load_calls`
+    returns them (judge, prompt_id, order_index, slot_candidate_ids, seconds; ranking and label_probs
+    when present, else read as none recorded), for `judges` (default every selector judge of `data`).
 
     Slots are read from each call's slot order as recorded and rankings from its ranking of slot labels
-    (A = slot 0, …; a label beyond the pool makes the ranking unusable, left ABSENT). A store older than
-    the label_probs column reads as one that recorded none. InputError (field label_probs) for a record
-    that is not a JSON object of label -> probability in [0, 1].
+    (A = slot 0, …; a label beyond the pool makes the ranking unusable, left ABSENT). InputError (field
+    label_probs) for a record that is not a JSON object of label -> probability in [0, 1].
     """
     judges = list(data.judges if judges is None else judges)
-    params = [data.dataset_id, judges]
-    selected = "FROM calls c JOIN runs r USING (run_id) WHERE r.dataset_id = ? AND r.kind = 'selector' " \
-               "AND list_contains(?, r.judge)"
-    probs_column = "c.label_probs" if has_column(con, "calls", "label_probs") else "NULL::VARCHAR"
-    calls = con.execute(f"SELECT r.judge, c.prompt_id, c.order_index, c.seconds, {probs_column} AS label_probs "
-                        f"{selected}", params).df()
-    shown = con.execute(
-        f"""
-        SELECT s.judge, s.prompt_id, s.order_index, s.slot, k.canonical_index
-        FROM (SELECT r.judge, r.dataset_id, c.prompt_id, c.order_index, unnest(c.slot_candidate_ids) AS candidate_id,
-                     generate_subscripts(c.slot_candidate_ids, 1) - 1 AS slot {selected}) s
-        JOIN candidates k ON k.dataset_id = s.dataset_id AND k.candidate_id = s.candidate_id
-        """,
-        params,
-    ).df()
-    ranked = con.execute(
-        f"""
-        SELECT r.judge, c.prompt_id, c.order_index, unnest(c.ranking) AS label,
-               generate_subscripts(c.ranking, 1) - 1 AS rank {selected}
-        """,
-        params,
-    ).df()
+    calls = calls[calls["judge"].isin(judges)]
+    calls = calls.assign(**{c: None for c in ("ranking", "label_probs") if c not in calls.columns})
+    column_of = pd.Series(np.nonzero(data.mask)[1], index=data.candidate_ids[data.mask])
+    shown = _listed(calls, "slot_candidate_ids", "candidate_id", "slot")
+    shown = shown[shown["candidate_id"].isin(column_of.index)]
+    shown = shown.assign(canonical_index=column_of.loc[shown["candidate_id"]].to_numpy())
+    ranked = _listed(calls, "ranking", "label", "rank")
     row_of = pd.Series(np.arange(data.n_prompts), index=data.prompts["prompt_id"].to_numpy())
     return {judge: _ordered(data, judge, *(f[f["judge"] == judge] for f in (calls, shown, ranked)), row_of)
             for judge in judges}
+
+
+def _listed(calls: pd.DataFrame, column: str, item: str, position: str) -> pd.DataFrame:
+    """One row per (call, entry of its list `column`): judge, prompt_id, order_index, the entry as
+    `item` and its 0-based place in the list as `position`; calls whose list is NULL or empty give none."""
+    rows = calls[["judge", "prompt_id", "order_index", column]].reset_index(drop=True).explode(column)
+    rows = rows.assign(**{position: rows.groupby(level=0).cumcount()}).rename(columns={column: item})
+    return rows[rows[item].notna()].reset_index(drop=True)
 
 
 def _ordered(data: SelectionData, judge: str, calls: pd.DataFrame, shown: pd.DataFrame, ranked: pd.DataFrame,

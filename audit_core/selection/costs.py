@@ -1,0 +1,89 @@
+"""What each policy of the selection audit costs per prompt: the judge calls it reads and, where they
+recorded their time, their seconds (DESIGN §4d, issue 24 item 3).
+
+A policy reads, per prompt, these calls (`policy_reads`):
+
+- random, oracle and a content scorer: no judge call (0 calls, 0 judge seconds; a scorer's own time is
+  not recorded, so a scorer's and a scorer gate's seconds are empty);
+- `{judge}`: its order-0 call; `{judge} order k`: its order-k call;
+- majority, an order gate (both sides), borda, calibrated and plackett-luce: the judge's K calls;
+- prior-corrected: order 0 plus every order of the calibration subset (`debiased.calibration_subset`,
+  its default fraction f), so 1 + (K − 1)·f̂ calls with f̂ the subset's share of the prompts;
+- a cross-judge gate (both sides): each judge's order-0 call (2); a scorer gate: the judge's order-0 call.
+
+calls_per_prompt = the number of calls read, averaged over the prompts; seconds_per_prompt = the
+mean, over the prompts where every call read recorded its seconds, of their sum
+(`debiased.costs.seconds_per_prompt`); empty without the calls' seconds. A composed gate reads what
+its conditions read (`gate_compose.gate_reads`); a kind without a rule gets neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from audit_core.selection.data import SelectionData
+from audit_core.selection.debiased.calls import OrderedCalls
+from audit_core.selection.debiased.costs import seconds_per_prompt
+from audit_core.selection.debiased.names import prior_corrected_name
+from audit_core.selection.debiased.specs import DEBIASED_KIND
+from audit_core.selection.debiased.subsets import calibration_subset
+
+POLICY_COST_COLUMNS = ["calls_per_prompt", "seconds_per_prompt"]
+NO_CALL_KINDS = ("random", "oracle", "scorer")
+ORDER0_KINDS = ("judge", "judge_gate", "judge_gate_rejected", "scorer_gate", "scorer_gate_rejected")
+ALL_ORDER_KINDS = ("majority", "order_gate", "order_gate_rejected", DEBIASED_KIND)
+UNTIMED_KINDS = ("scorer", "scorer_gate", "scorer_gate_rejected")
+
+
+def policy_reads(policy: Mapping[str, object], data: SelectionData) -> dict[str, np.ndarray] | None:
+    """Judge -> (P, K) True for the calls `policy` (a row of the audit's policies table: policy, kind,
+    base_judge, partner) reads (module docstring); {} for no call, None for a kind without a rule."""
+    kind, name, judge = policy["kind"], str(policy["policy"]), policy["base_judge"]
+    if kind in NO_CALL_KINDS:
+        return {}
+    if kind not in (*ORDER0_KINDS, *ALL_ORDER_KINDS, "order"):
+        return None
+    used = np.zeros((data.n_prompts, data.n_orders(judge)), dtype=bool)
+    if kind in ORDER0_KINDS:
+        used[:, 0] = True
+    elif kind == "order":
+        used[:, int(name.rsplit(" ", 1)[1])] = True
+    elif name == prior_corrected_name(judge):
+        used[:, 0] = True
+        used[calibration_subset(data.prompts["prompt_id"].to_numpy(dtype=object))] = True
+    else:
+        used[:] = True
+    reads = {judge: used}
+    if kind in ("judge_gate", "judge_gate_rejected"):
+        partner = np.zeros((data.n_prompts, data.n_orders(policy["partner"])), dtype=bool)
+        partner[:, 0] = True
+        reads[policy["partner"]] = partner
+    return reads
+
+
+def reads_cost(reads: Mapping[str, np.ndarray], ordered: Mapping[str, OrderedCalls], timed: bool = True
+               ) -> tuple[float, float]:
+    """(calls per prompt, seconds per prompt) of reading `reads` (judge -> (P, K) calls read), the seconds
+    from `ordered`: NaN when not `timed` (a content scorer's time is part of it) or a judge's calls are
+    not in `ordered`, 0 for no call (module docstring)."""
+    calls = sum(float(used.sum(axis=1).mean()) if len(used) else 0.0 for used in reads.values())
+    if not timed or any(judge not in ordered for judge in reads):
+        return calls, np.nan
+    if not reads:
+        return calls, 0.0
+    seconds = seconds_per_prompt(np.hstack([ordered[j].seconds for j in reads]), np.hstack(list(reads.values())))
+    return calls, seconds[0]
+
+
+def policy_costs(policies: pd.DataFrame, data: SelectionData, ordered: Mapping[str, OrderedCalls]) -> pd.DataFrame:
+    """POLICY_COST_COLUMNS per row of `policies` (same index): calls per prompt, and seconds per prompt
+    from the seconds of `ordered` (judge -> its calls; NaN for a judge not in it)."""
+    rows = []
+    for policy in policies.to_dict("records"):
+        reads = policy_reads(policy, data)
+        rows.append((np.nan, np.nan) if reads is None else reads_cost(reads, ordered,
+                                                                      policy["kind"] not in UNTIMED_KINDS))
+    return pd.DataFrame(rows, columns=POLICY_COST_COLUMNS, index=policies.index)
