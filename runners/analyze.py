@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from audit_core import AttributeAudit, RatingAudit, Resampling, SelectionAudit
-from audit_core.errors import DatabaseFileError, InputError
+from audit_core.errors import InputError
 from audit_core.rating.rubric_vs_scorer import RubricVsScorer
 from audit_core.store import audit_cache
 from audit_core.store.schema import DEFAULT_POOL
@@ -44,7 +44,7 @@ from audit_core.user_text import escape_markdown
 from findings.output_folder import OutputFolder, check_out
 from findings.summary import findings_markdown, source_note
 from runners.audits import run_audits
-from runners.command import STORAGE_ERRORS, storage_failed
+from runners.command import STORAGE_ERRORS, refused, storage_failed
 
 
 def non_negative(text: str) -> int:
@@ -136,12 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.cache_only:
             check_out(args.out)  # before the audits, which may take minutes
         audits = run_audits(db, args.dataset, Resampling(args.resamples, args.seed), args.pool, args.by)
-    except (DatabaseFileError, InputError) as err:  # not a DuckDB file, held by a writer too long; an unknown --by
-        print(f"error: {err}", file=sys.stderr)  # or an --out that cannot be written (OutputFolderError)
-        return 2
-    except (KeyError, ValueError) as err:
-        print(f"error: {err.args[0]}", file=sys.stderr)
-        return 2
+    except (InputError, KeyError, ValueError) as err:  # not a DuckDB file, held by a writer too long,
+        return refused(err)  # an unknown --by or an --out that cannot be written (OutputFolderError)
     except STORAGE_ERRORS as err:
         return storage_failed(err, "nothing was written")
     seconds = time.perf_counter() - started

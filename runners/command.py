@@ -39,6 +39,15 @@ def storage_failure(err: BaseException) -> str:
     return f"{file}: cannot read or write ({cause})" if file is not None else f"cannot read or write ({cause})"
 
 
+def refused(err: InputError | KeyError | ValueError) -> int:
+    """Print the one line of input a command refuses and return 2: an InputError's own text (where
+    and what), else the first argument of the KeyError or ValueError a lookup raised (an unknown
+    dataset, pool or judge)."""
+    text = str(err) if isinstance(err, InputError) or not err.args else str(err.args[0])
+    print(f"error: {text}", file=sys.stderr)
+    return 2
+
+
 def storage_failed(err: BaseException, then: str) -> int:
     """Print `error: <storage_failure(err)>; <then>` (what was kept, what to do) as one line; returns 2."""
     print(f"error: {storage_failure(err)}; {then}", file=sys.stderr)

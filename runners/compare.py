@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from audit_core import SelectionData, load_selection_data, store
-from audit_core.errors import DatabaseFileError, InputError
+from audit_core.errors import InputError
 from audit_core.selection.judge_change import (
     CheckOutcome,
     JudgeChange,
@@ -52,7 +52,7 @@ from audit_core.store.schema import DEFAULT_POOL
 from findings.numbers import count, estimate, estimate_of, number, percent
 from findings.output_folder import OutputFolder, check_out
 from runners.analyze import UNWRITTEN, non_negative
-from runners.command import STORAGE_ERRORS, storage_failed
+from runners.command import STORAGE_ERRORS, refused, storage_failed
 
 
 def load(db: Path, dataset: str, pool: str) -> SelectionData:
@@ -144,12 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         given = bool(checks)
         checks = checks or [parse_check(text) for text in default_checks(change.gate_labels)]
         outcomes = [change.check(c) for c in checks]
-    except (DatabaseFileError, InputError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except (KeyError, ValueError) as err:
-        print(f"error: {err.args[0]}", file=sys.stderr)
-        return 2
+    except (InputError, KeyError, ValueError) as err:
+        return refused(err)
     except STORAGE_ERRORS as err:
         return storage_failed(err, "nothing was written")
 

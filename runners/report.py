@@ -33,7 +33,7 @@ from findings.sections import build_sections
 from findings.summary import source_note
 from runners.analyze import UNWRITTEN, non_negative, write_result
 from runners.audits import run_audits
-from runners.command import STORAGE_ERRORS, storage_failed
+from runners.command import STORAGE_ERRORS, refused, storage_failed
 
 FIGURES = "figures"  # the subfolder of --out holding the exported figures
 
@@ -89,12 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         check_out(args.out, () if args.no_figures else (FIGURES,))  # before the audits, which may take minutes
         report = load_report(db, args.dataset, Resampling(args.resamples, args.seed), args.pool)
-    except InputError as err:  # a file that cannot be a store (DatabaseFileError), an --out that cannot be written
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except (KeyError, ValueError) as err:
-        print(f"error: {err.args[0]}", file=sys.stderr)
-        return 2
+    except (InputError, KeyError, ValueError) as err:  # a file that cannot be a store (DatabaseFileError),
+        return refused(err)  # an --out that cannot be written, an unknown dataset or pool
     except STORAGE_ERRORS as err:
         return storage_failed(err, "nothing was written")
     try:

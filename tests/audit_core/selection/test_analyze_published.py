@@ -30,16 +30,15 @@ cultural-error fractions.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
-import numpy as np
 import pytest
 
 from audit_core import Resampling, store
 from audit_core.selection.audit import audit_selection
-from audit_core.selection.data import SelectionData, load_selection_data
+from audit_core.selection.data import load_selection_data
 from runners import ingest
+from tests.support.judge_change import in_file_order
 from tests.support.paths import JUDGEACTS_MAIN as JUDGEACTS
 
 TOL = 5e-4
@@ -97,19 +96,6 @@ PUBLISHED_GENERATORS = {  # position.json, generator names as in our store
     ("qwen", "Imagen3"): 0.161111, ("smol", "Flux.1-Dev"): 0.352144, ("smol", "Imagen3"): 0.092551,
 }
 PUBLISHED_UNIFORM = {"SD-3.5-Large": 0.275556, "Flux.1-Dev": 0.273333, "GPT-Image": 0.272222, "Imagen3": 0.178889}
-
-
-def in_file_order(data: SelectionData, prompt_ids: list[str]) -> SelectionData:
-    """The same dataset with its prompts in the order of `prompt_ids`."""
-    row = dict(zip(data.prompts["prompt_id"], range(data.n_prompts)))
-    r = np.array([row[p] for p in prompt_ids])
-    return dataclasses.replace(
-        data, prompts=data.prompts.iloc[r].reset_index(drop=True), candidate_ids=data.candidate_ids[r],
-        source_models=data.source_models[r], mask=data.mask[r], outcomes={k: v[r] for k, v in data.outcomes.items()},
-        picks={k: v[r] for k, v in data.picks.items()}, slots={k: v[r] for k, v in data.slots.items()},
-        statuses={k: v[r] for k, v in data.statuses.items()}, scores={k: v[r] for k, v in data.scores.items()},
-        vote_variance=data.vote_variance[r],
-    )
 
 
 @pytest.fixture(scope="module")
