@@ -29,7 +29,7 @@ database, in `<db stem>_thumbs/DATASET/`, for the app's grids.
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import contextlib
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -38,8 +38,10 @@ from pathlib import Path
 from audit_core import user_text
 from audit_core.attributes.taxonomy import DEFAULT_TAXONOMY, load_taxonomy
 from audit_core.errors import InputError
-from audit_core.ingest import culturalframes, judgeacts, tables, values
+from audit_core.ingest import culturalframes, judgeacts, staged_writes, tables, values
 from audit_core.ingest.pools import PoolSet, utility_pools, write_dataset
+from audit_core.ingest.staged import StagedPools
+from audit_core.ingest.staging import Workspace
 from audit_core.store import thumbnails
 from audit_core.store.schema import DEFAULT_POOL
 from runners.command import STORAGE_ERRORS, storage_failure
@@ -78,18 +80,29 @@ def check_names(args: argparse.Namespace) -> None:
 
 
 def _summary(pools: PoolSet) -> list[str]:
-    n_images = int(pools.candidates["image_path"].notna().sum())
-    lines = [
-        f"dataset {pools.dataset_id!r}: {len(pools.prompts)} prompts, {len(pools.candidates)} candidates "
-        f"({n_images} with images on disk)"
-    ]
-    if len(pools.votes):
-        per_pool = pools.votes.groupby(["outcome", "pool"]).size()
-        lines.append("votes: " + ", ".join(f"{n} on {o} in pool {p!r}" for (o, p), n in per_pool.items()))
-    utility = utility_pools(pools)
+    per_pool = pools.votes.groupby(["outcome", "pool"]).size()
+    return _summary_lines(pools.dataset_id, len(pools.prompts), len(pools.candidates),
+                          int(pools.candidates["image_path"].notna().sum()),
+                          [(o, p, n) for (o, p), n in per_pool.items()], utility_pools(pools),
+                          bool(len(pools.votes) or len(pools.ratings)), bool(len(pools.gold_labels)))
+
+
+def _staged_summary(pools: StagedPools) -> list[str]:
+    return _summary_lines(pools.dataset_id, pools.count("prompts"), pools.count("candidates"),
+                          pools.count("candidates", "image_path IS NOT NULL"), pools.vote_counts(),
+                          pools.utility_pools(), bool(pools.count("votes") or pools.count("ratings")),
+                          bool(pools.count("gold_labels")))
+
+
+def _summary_lines(dataset: str, prompts: int, candidates: int, images: int, votes: list[tuple[str, str, int]],
+                   utility: list[str], rated: bool, gold: bool) -> list[str]:
+    """What an ingest read: counts, votes per outcome and pool, and which audits the dataset allows."""
+    lines = [f"dataset {dataset!r}: {prompts} prompts, {candidates} candidates ({images} with images on disk)"]
+    if votes:
+        lines.append("votes: " + ", ".join(f"{n} on {o} in pool {p!r}" for o, p, n in votes))
     if not utility:
-        uses = [*(["the rating audit uses the votes and consensus"] if len(pools.votes) or len(pools.ratings) else []),
-                *(["the attribute audit uses the gold labels"] if len(pools.gold_labels) else [])]
+        uses = [*(["the rating audit uses the votes and consensus"] if rated else []),
+                *(["the attribute audit uses the gold labels"] if gold else [])]
         lines.append("selection audit: no alignment ratings, so no utility to audit picks with"
                      + "".join(f"; {use}" for use in uses))
     elif DEFAULT_POOL not in utility:
@@ -142,24 +155,35 @@ def _thumbnail_lines(db: str, pools: PoolSet) -> list[str]:
 
 
 def ingest_table(args: argparse.Namespace) -> list[str]:
-    """Read the pools and votes tables, the gold labels and every decisions/scores/ratings/labeler table,
-    then write them in one transaction."""
+    """Read the pools and votes tables, the gold labels and every decisions/scores/ratings/labeler table
+    (each into a staging database), then check them together and write them in one transaction."""
     check_names(args)
     declared = dict(args.outcome)
     scale = tables.rating_scale(args.rating_outcome, declared)
     taxonomy = load_taxonomy(args.taxonomy)
-    pools = tables.read_pools_table(args.pools, args.dataset, declared, votes=args.votes)
-    if args.labels:
-        pools = dataclasses.replace(pools, gold_labels=tables.read_gold_labels_table(args.labels, taxonomy),
-                                    taxonomy=taxonomy)
-    runs = [tables.read_decisions_table(path, name) for name, path in args.decisions]
-    scores = [tables.read_scores_table(path, name) for name, path in args.scores]
-    ratings = [tables.read_ratings_table(path, name, args.rating_outcome, scale) for name, path in args.ratings]
-    labelers = [tables.read_labeler_table(path, name, taxonomy) for name, path in args.labeler]
-    report = write_dataset(args.db, pools, runs, scores, ratings, replace=args.replace, attached=labelers)
-    gold = [f"gold labels: {len(pools.gold_labels)} on {pools.gold_labels['candidate_id'].nunique()} images, "
-            f"taxonomy {taxonomy.name} {taxonomy.version}"] if args.labels else []
-    return [*_summary(pools), *gold, *report]
+    with contextlib.ExitStack() as staged:
+        workspace = Workspace()
+        staged.callback(workspace.close)
+        pools = tables.read_pools_table(args.pools, args.dataset, declared, votes=args.votes, labels=args.labels,
+                                        taxonomy=taxonomy, workspace=workspace)
+        staged.callback(pools.close)
+        readers = [
+            *(lambda p=path, n=name: tables.read_decisions_table(p, n) for name, path in args.decisions),
+            *(lambda p=path, n=name: tables.read_scores_table(p, n, workspace) for name, path in args.scores),
+            *(lambda p=path, n=name: tables.read_ratings_table(p, n, args.rating_outcome, scale, workspace)
+              for name, path in args.ratings),
+            *(lambda p=path, n=name: tables.read_labeler_table(p, n, taxonomy, workspace) for name, path in args.labeler),
+        ]
+        runs = []
+        for read in readers:
+            runs.append(read())
+            staged.callback(runs[-1].close)
+        summary = _staged_summary(pools)
+        if args.labels:
+            summary.append(f"gold labels: {pools.count('gold_labels')} on "
+                           f"{pools.count('(SELECT DISTINCT candidate_id FROM gold_labels)')} images, "
+                           f"taxonomy {taxonomy.name} {taxonomy.version}")
+        return [*summary, *staged_writes.write_staged_dataset(args.db, pools, runs, replace=args.replace)]
 
 
 def ingest_culturalframes(args: argparse.Namespace) -> list[str]:

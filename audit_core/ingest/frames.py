@@ -11,7 +11,7 @@ written in one transaction to a store in that folder, copied into memory, and th
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -23,7 +23,8 @@ import pandas as pd
 from audit_core.attributes.taxonomy import DEFAULT_TAXONOMY, Taxonomy, load_taxonomy
 from audit_core.errors import InputError
 from audit_core.ingest import tables
-from audit_core.ingest.pools import write_dataset
+from audit_core.ingest.staged_writes import write_staged_dataset
+from audit_core.ingest.staging import Workspace
 from audit_core.store import database
 
 T = TypeVar("T")
@@ -53,26 +54,34 @@ def store_from_frames(
     """
     declared = dict(outcomes or {})
     taxonomy = taxonomy or load_taxonomy(DEFAULT_TAXONOMY)
-    with tempfile.TemporaryDirectory(prefix="judge-audit-frames-") as folder:
+    with tempfile.TemporaryDirectory(prefix="judge-audit-frames-") as folder, contextlib.ExitStack() as staged:
+        workspace = Workspace()
+        staged.callback(workspace.close)
         written = _Frames(Path(folder))
+        votes_file = written.path("votes", votes)
+        labels_file = written.path("labels", labels)
         pool_set = written.read("pools", pools, lambda path: tables.read_pools_table(
-            path, dataset, declared, votes=written.path("votes", votes), images_dir=images_dir or folder))
-        if labels is not None:
-            gold = written.read("labels", labels, lambda path: tables.read_gold_labels_table(path, taxonomy))
-            pool_set = dataclasses.replace(pool_set, gold_labels=gold, taxonomy=taxonomy)
+            path, dataset, declared, votes=votes_file, images_dir=images_dir or folder, labels=labels_file,
+            taxonomy=taxonomy, workspace=workspace))
+        staged.callback(pool_set.close)
         scale = tables.rating_scale(rating_outcome, declared)
-        runs = [written.read(f"decisions {name}", frame, lambda path, n=name: tables.read_decisions_table(path, n))
-                for name, frame in (decisions or {}).items()]
-        scored = [written.read(f"scores {name}", frame, lambda path, n=name: tables.read_scores_table(path, n))
-                  for name, frame in (scores or {}).items()]
-        rated = [written.read(f"ratings {name}", frame,
-                              lambda path, n=name: tables.read_ratings_table(path, n, rating_outcome, scale))
-                 for name, frame in (ratings or {}).items()]
-        labelled = [written.read(f"labeler {name}", frame,
-                                 lambda path, n=name: tables.read_labeler_table(path, n, taxonomy))
-                    for name, frame in (labelers or {}).items()]
+        readers = [
+            *((f"decisions {name}", frame, lambda path, n=name: tables.read_decisions_table(path, n, workspace))
+              for name, frame in (decisions or {}).items()),
+            *((f"scores {name}", frame, lambda path, n=name: tables.read_scores_table(path, n, workspace))
+              for name, frame in (scores or {}).items()),
+            *((f"ratings {name}", frame,
+               lambda path, n=name: tables.read_ratings_table(path, n, rating_outcome, scale, workspace))
+              for name, frame in (ratings or {}).items()),
+            *((f"labeler {name}", frame, lambda path, n=name: tables.read_labeler_table(path, n, taxonomy, workspace))
+              for name, frame in (labelers or {}).items()),
+        ]
+        runs = []
+        for role, frame, reader in readers:
+            runs.append(written.read(role, frame, reader))
+            staged.callback(runs[-1].close)
         db = Path(folder) / "frames.duckdb"
-        written.located(lambda: write_dataset(db, pool_set, runs, scored, rated, attached=labelled))
+        written.located(lambda: write_staged_dataset(db, pool_set, runs))
         return _in_memory(db)
 
 

@@ -82,6 +82,23 @@ class PoolSet:
     def manifest_sha256(self) -> str:
         return store.manifest_sha256(self.candidates, self.prompts)
 
+    def hashes(self, con: duckdb.DuckDBPyConnection) -> tuple[str, str]:
+        """(manifest, content) hashes, as `write_pools` compares them with a stored dataset's."""
+        return self.manifest_sha256(), self.content_sha256()
+
+    def insert_rows(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Insert the prompts, candidates, ratings, votes, attributes and gold labels (with their taxonomy)."""
+        ds = self.dataset_id
+        store.insert_frame(con, "prompts", self.prompts.assign(dataset_id=ds))
+        store.insert_frame(con, "candidates", with_canonical_index(self.candidates).assign(dataset_id=ds))
+        store.insert_frame(con, "ratings", self.ratings.assign(dataset_id=ds))
+        store.insert_frame(con, "votes", self.votes.assign(dataset_id=ds))
+        store.insert_frame(con, "candidate_attributes", self.attributes.assign(dataset_id=ds))
+        if len(self.gold_labels):
+            store.insert_frame(con, "gold_labels", self.gold_labels.assign(dataset_id=ds))
+            tax = self.taxonomy
+            store.insert_records(con, "taxonomies", [TaxonomyRecord(ds, tax.name, tax.version, tax.sha256, tax.to_json())])
+
     def content_sha256(self) -> str:
         """Hash of everything written for the pools (metadata, ratings, votes), order-free."""
         parts = [
@@ -363,39 +380,49 @@ def check_calls(run: ImportedRun, candidates: pd.DataFrame) -> None:
 
     seen: dict[tuple[str, int], int] = {}
     for i, call in enumerate(calls.itertuples(index=False)):
-        pid, slots = call.prompt_id, list(call.slot_candidate_ids)
-        if pid not in members:
-            fail(i, "prompt_id", f"unknown prompt id {shown(pid)}")
-        pool = members[pid]
-        for cid in slots:
-            if cid not in pool:
-                fail(i, "slot_candidate_ids", f"{shown(cid)} is not a candidate of prompt {shown(pid)} (candidates: {excerpt(', '.join(pool))})")
-        if sorted(slots) != pool:
-            missing = sorted(set(pool) - set(slots))
-            problem = f"misses {', '.join(missing)}" if missing else "shows a candidate twice"
-            fail(i, "slot_candidate_ids", f"the slot order {problem}; every call shows the whole pool once")
-        if call.status not in CALL_STATUSES:
-            fail(i, "status", f"status {shown(call.status)} is not one of {', '.join(CALL_STATUSES)}")
-        labels = slot_labels(len(slots))
-        chosen, label = call.chosen_candidate_id, call.choice_label
-        if call.status in CHOSEN_STATUSES:
-            if not isinstance(chosen, str):
-                fail(i, "chosen_candidate_id", f"a call with status {shown(call.status)} must name the chosen candidate")
-            if chosen not in slots:
-                fail(i, "chosen_candidate_id", f"{shown(chosen)} is not among the images shown ({excerpt(', '.join(slots))})")
-            if label != labels[slots.index(chosen)]:
-                fail(i, "choice_label", f"label {shown(label)} does not show {shown(chosen)} (slot {labels[slots.index(chosen)]})")
-        elif isinstance(chosen, str) or isinstance(label, str):
-            fail(i, "chosen_candidate_id", f"a call with status {shown(call.status)} chooses nothing")
-        ranking = call.ranking
-        if isinstance(ranking, (list, tuple)) and (
-            len(set(ranking)) != len(ranking) or not set(ranking) <= set(labels)
-        ):
-            fail(i, "ranking", f"ranking {shown(list(ranking))} must list shown labels ({', '.join(labels)}) at most once")
-        key = (pid, int(call.order_index))
-        if key in seen:
-            fail(i, "order_index", f"duplicate call: prompt {shown(pid)} order {key[1]} was already recorded on line {seen[key]}")
+        key = (call.prompt_id, int(call.order_index))
+        problem = call_problem(call, members.get(call.prompt_id), seen.get(key))
+        if problem:
+            fail(i, *problem)
         seen[key] = int(lines.iloc[i])
+
+
+def call_problem(call: object, pool: list[str] | None, earlier: int | None) -> tuple[str, str] | None:
+    """(column, message) of the first check one recorded call fails, or None (`check_calls`' rules).
+
+    `call` has the calls frame's fields as attributes; `pool` is its prompt's candidate ids sorted (None:
+    an unknown prompt); `earlier` the line of an earlier call of the same (prompt, order), if any.
+    """
+    pid, slots = call.prompt_id, list(call.slot_candidate_ids)
+    if pool is None:
+        return "prompt_id", f"unknown prompt id {shown(pid)}"
+    for cid in slots:
+        if cid not in pool:
+            return "slot_candidate_ids", f"{shown(cid)} is not a candidate of prompt {shown(pid)} (candidates: {excerpt(', '.join(pool))})"
+    if sorted(slots) != pool:
+        missing = sorted(set(pool) - set(slots))
+        problem = f"misses {', '.join(missing)}" if missing else "shows a candidate twice"
+        return "slot_candidate_ids", f"the slot order {problem}; every call shows the whole pool once"
+    if call.status not in CALL_STATUSES:
+        return "status", f"status {shown(call.status)} is not one of {', '.join(CALL_STATUSES)}"
+    labels = slot_labels(len(slots))
+    chosen, label = call.chosen_candidate_id, call.choice_label
+    if call.status in CHOSEN_STATUSES:
+        if not isinstance(chosen, str):
+            return "chosen_candidate_id", f"a call with status {shown(call.status)} must name the chosen candidate"
+        if chosen not in slots:
+            return "chosen_candidate_id", f"{shown(chosen)} is not among the images shown ({excerpt(', '.join(slots))})"
+        if label != labels[slots.index(chosen)]:
+            return "choice_label", f"label {shown(label)} does not show {shown(chosen)} (slot {labels[slots.index(chosen)]})"
+    elif isinstance(chosen, str) or isinstance(label, str):
+        return "chosen_candidate_id", f"a call with status {shown(call.status)} chooses nothing"
+    ranking = call.ranking
+    if isinstance(ranking, (list, tuple)) and (len(set(ranking)) != len(ranking) or not set(ranking) <= set(labels)):
+        return "ranking", f"ranking {shown(list(ranking))} must list shown labels ({', '.join(labels)}) at most once"
+    if earlier is not None:
+        return "order_index", (f"duplicate call: prompt {shown(pid)} order {int(call.order_index)} was already "
+                               f"recorded on line {earlier}")
+    return None
 
 
 def check_scores(imported: ImportedScores, candidates: pd.DataFrame) -> None:
@@ -456,17 +483,31 @@ def check_ratings(imported: ImportedRatings, candidates: pd.DataFrame) -> None:
                                 f"recorded on line {int(lines[first.to_numpy()].iloc[0])}")
 
 
-def write_pools(con: duckdb.DuckDBPyConnection, pools: PoolSet, *, replace: bool = False,
-                selector_calls: bool = True) -> str:
-    """Write a dataset's pools (checked by `check_pools`); returns 'created', 'replaced' or 'unchanged'.
+class PoolsToWrite(Protocol):
+    """What `write_pools` writes: a PoolSet, or pools staged in DuckDB (`staged.StagedPools`)."""
 
-    Idempotent: the same prompts, candidates, ratings and votes again is a no-op.
-    Different content under an existing dataset id is refused unless `replace`
-    (which drops the dataset's recorded runs too). Call inside a transaction.
+    dataset_id: str
+    source: str
+    source_revision: str | None
+    notes: str | None
+
+    def hashes(self, con: duckdb.DuckDBPyConnection) -> tuple[str, str]: ...
+
+    def insert_rows(self, con: duckdb.DuckDBPyConnection) -> None: ...
+
+
+def write_pools(con: duckdb.DuckDBPyConnection, pools: PoolsToWrite, *, replace: bool = False,
+                selector_calls: bool = True) -> str:
+    """Write a dataset's pools (a PoolSet is checked by `check_pools` here, staged pools before the store
+    was opened); returns 'created', 'replaced' or 'unchanged'.
+
+    Idempotent: the same prompts, candidates, ratings and votes again is a no-op (same manifest and
+    content hashes, `hashes`). Different content under an existing dataset id is refused unless
+    `replace` (which drops the dataset's recorded runs too). Call inside a transaction.
     """
-    check_pools(pools, selector_calls=selector_calls)
-    manifest = pools.manifest_sha256()
-    content_sha = pools.content_sha256()
+    if isinstance(pools, PoolSet):
+        check_pools(pools, selector_calls=selector_calls)
+    manifest, content_sha = pools.hashes(con)
     existing = store.dataset_row(con, pools.dataset_id)
     outcome = "created"
     if existing is not None:
@@ -495,16 +536,7 @@ def write_pools(con: duckdb.DuckDBPyConnection, pools: PoolSet, *, replace: bool
             )
         ],
     )
-    ds = pools.dataset_id
-    store.insert_frame(con, "prompts", pools.prompts.assign(dataset_id=ds))
-    store.insert_frame(con, "candidates", with_canonical_index(pools.candidates).assign(dataset_id=ds))
-    store.insert_frame(con, "ratings", pools.ratings.assign(dataset_id=ds))
-    store.insert_frame(con, "votes", pools.votes.assign(dataset_id=ds))
-    store.insert_frame(con, "candidate_attributes", pools.attributes.assign(dataset_id=ds))
-    if len(pools.gold_labels):
-        store.insert_frame(con, "gold_labels", pools.gold_labels.assign(dataset_id=ds))
-        tax = pools.taxonomy
-        store.insert_records(con, "taxonomies", [TaxonomyRecord(ds, tax.name, tax.version, tax.sha256, tax.to_json())])
+    pools.insert_rows(con)
     return outcome
 
 

@@ -15,6 +15,7 @@ file of bounded size, or refused.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -126,15 +127,19 @@ def json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
     path = Path(path)
     text = decoded(input_files.read_bytes(path, input_files.TABLE))
     for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip(" \t\r"):
-            continue
-        where = {"file": path, "line": number}
-        obj, end = parsed_json(line, 0, where)
-        if line[end:].strip(" \t\r"):
-            raise InputError(f"not valid JSON (extra data at column {end + 1})", **where)
-        if not isinstance(obj, dict):
-            raise InputError("expected a JSON object", **where)
-        yield number, obj
+        if line.strip(" \t\r"):
+            yield number, json_line(line, path, number)
+
+
+def json_line(line: str, path: Path, number: int) -> dict:
+    """The object one line of a JSONL file holds (`line` without its \\n); InputError naming the line."""
+    where = {"file": path, "line": number}
+    obj, end = parsed_json(line, 0, where)
+    if line[end:].strip(" \t\r"):
+        raise InputError(f"not valid JSON (extra data at column {end + 1})", **where)
+    if not isinstance(obj, dict):
+        raise InputError("expected a JSON object", **where)
+    return obj
 
 
 def json_document(path: str | Path) -> object:
@@ -187,6 +192,12 @@ def _parquet_rows(path: Path, source: object, columns: Sequence[str] | None) -> 
                 yield number, row
     except (OSError, pa.ArrowException) as err:
         raise InputError(f"not a readable Parquet file ({excerpt(str(err))})", file=path) from err
+
+
+def parquet_cells(row: dict) -> dict:
+    """A Parquet row's cells as the readers take them: a NaN is absent (pandas writes a missing float as NaN;
+    in JSONL a NaN is a value, refused as not finite)."""
+    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
 
 
 def _undecodable_cell(batch: pa.RecordBatch) -> tuple[int, str]:

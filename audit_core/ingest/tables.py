@@ -31,16 +31,22 @@ line; Parquet: row number from 1) and the column. Unknown columns are refused
 so that a misspelt rating column cannot vanish silently; an outcome of the
 user's own is a column declared with its scale (`scales`). Empty CSV cells and
 nulls mean "absent"; a rating is never imputed.
+
+Each reader leaves the file's rows, checked and typed, in a staging database (`staged`), from
+which they are checked against one another (`staged_checks`) and written (`staged_writes`). A
+file is read by DuckDB and checked in SQL (`staging.load_raw`, `table_rules`); the functions
+`_*_records` below are the rules written for one row at a time. They read small files (and files
+DuckDB cannot read), and they describe the row the SQL found first to be refused, so every error
+is theirs, word for word.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import math
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -48,16 +54,11 @@ import pandas as pd
 from audit_core import user_text
 from audit_core.attributes.taxonomy import Attribute, Taxonomy
 from audit_core.errors import InputError
-from audit_core.ingest import images, input_files, judgeacts, sources, values
+from audit_core.ingest import images, input_files, judgeacts, sources, staged, staging, table_rules, values
 from audit_core.ingest.labelers import ImportedLabeler
-from audit_core.ingest.pools import (
-    CHOSEN_STATUSES,
-    ImportedRatings,
-    ImportedRun,
-    ImportedScores,
-    PoolSet,
-    with_votes,
-)
+from audit_core.ingest.pools import CHOSEN_STATUSES, ImportedRatings, ImportedRun, ImportedScores, PoolSet
+from audit_core.ingest.staged import StagedPools, StagedRun
+from audit_core.ingest.staging import RawTable, Staging, Workspace
 from audit_core.selection.orders import slot_labels
 from audit_core.store.schema import CALL_STATUSES, DEFAULT_POOL, INTEGER_MAX, OUTCOME_SCALES
 from audit_core.user_text import excerpt, shown
@@ -105,8 +106,7 @@ def read_rows(path: str | Path) -> Iterator[tuple[int, dict]]:
         yield from sources.json_lines(path)
     elif suffix == ".parquet":
         for number, row in sources.parquet_rows(path):
-            # pandas writes a missing float as NaN; in JSONL a NaN is a value, refused as not finite
-            yield number, {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+            yield number, sources.parquet_cells(row)
     else:
         input_files.existing(path, input_files.TABLE)  # a FIFO or a device is refused as such, not for its name
         raise InputError(f"unsupported extension {shown(suffix)}; use .csv, .parquet or .jsonl", file=path)
@@ -209,14 +209,35 @@ class _Row:
         return [v.strip() for v in value]
 
 
+def _stage_file(path: Path, known: Callable[[str], bool], fast: Callable[[Staging, RawTable], bool],
+                slow: Callable[[Staging], None], workspace: Workspace | None, alias: str | None = None) -> Staging:
+    """A staging database (in `workspace` as `alias`, else one of its own) holding `path`'s rows: read by
+    DuckDB and checked by `fast` (table_rules), or, when the file is small or `fast` declines it, checked
+    row by row and staged by `slow`."""
+    stage = workspace.staging(alias) if workspace is not None else Staging(alias=alias or "staged_0")
+    try:
+        raw = staging.load_raw(stage, path, known)
+        if raw is None or not fast(stage, raw):
+            stage.con.execute("DROP TABLE IF EXISTS raw")
+            stage.con.execute("DROP TABLE IF EXISTS norm")
+            slow(stage)
+        return stage
+    except BaseException:
+        stage.close()
+        raise
+
+
 def read_pools_table(
     path: str | Path,
     dataset_id: str,
     scales: Mapping[str, tuple[float, float]] | None = None,
     votes: str | Path | None = None,
     images_dir: str | Path | None = None,
-) -> PoolSet:
-    """Parse a long pools/ratings table, and optionally a votes table, into a PoolSet (no database access).
+    labels: str | Path | None = None,
+    taxonomy: Taxonomy | None = None,
+    workspace: Workspace | None = None,
+) -> StagedPools:
+    """Read a long pools/ratings table, and optionally a votes table and gold labels, into StagedPools.
 
     Prompt-level columns must agree across a prompt's rows and candidate-level
     columns (item attributes `item_<attribute>` too) across a candidate's rows;
@@ -224,18 +245,50 @@ def read_pools_table(
     (default: the table's folder), stays inside it and names an image that decodes. `scales` declares
     outcomes beyond the built-in ones, each with its [lo, hi] (see
     `declared_scale`). With `votes`, each (candidate, outcome, pool) that has
-    votes but no rating in the pools table gets their mean (see `pools.with_votes`).
+    votes but no rating in the pools table gets their mean (`staged_checks.add_vote_consensus`);
+    `labels` are gold labels of `taxonomy`'s attributes (`read_gold_labels_table`). Every file is
+    staged in `workspace` (default: one of the pools' own).
     """
     path = Path(path)
     base = Path(images_dir) if images_dir is not None else path.parent
     scales = dict(scales or {})
     outcomes = (*OUTCOME_SCALES, *scales)
     allowed = POOL_COLUMNS | set(scales)
+
+    def describe(rows: Iterable[tuple[int, dict]]) -> PoolSet:
+        return _pool_records(path, rows, dataset_id, scales, base)
+
+    def slow(stage: Staging) -> None:
+        pools = describe(read_rows(path))
+        for table in ("prompts", "candidates", "ratings", "attributes"):
+            staged.stage_frame(stage, table, getattr(pools, table))
+
+    stage = _stage_file(path, lambda c: c in allowed or bool(ATTRIBUTE_COLUMN.fullmatch(c)),
+                        lambda stage, raw: table_rules.stage_pools(stage, raw, describe, outcomes, base), slow, workspace,
+                        "pools")
+    pools = StagedPools(stage, dataset_id, str(path), scales)
+    try:
+        read_votes = read_votes_table(votes, scales, stage.workspace) if votes is not None else None
+        staged.add_votes(pools, read_votes)
+        gold = read_gold_labels_table(labels, taxonomy, stage.workspace) if labels is not None else None
+        staged.add_gold_labels(pools, gold, taxonomy)
+    except BaseException:
+        pools.close()
+        raise
+    return pools
+
+
+def _pool_records(
+    path: Path, rows: Iterable[tuple[int, dict]], dataset_id: str, scales: dict[str, tuple[float, float]], base: Path
+) -> PoolSet:
+    """The rows of a pools table checked one at a time (`read_pools_table`'s rules), as a PoolSet."""
+    outcomes = (*OUTCOME_SCALES, *scales)
+    allowed = POOL_COLUMNS | set(scales)
     prompts: dict[str, dict] = {}
     candidates: dict[str, dict] = {}
     ratings: list[dict] = []
     seen: dict[tuple[str, str], int] = {}
-    for line, cells in read_rows(path):
+    for line, cells in rows:
         attribute_columns = tuple(sorted(c for c in cells if ATTRIBUTE_COLUMN.fullmatch(c)))
         row = _Row(path, line, cells, allowed | set(attribute_columns),
                    ", item_<attribute> (declare an outcome of your own with --outcome NAME=LO:HI)")
@@ -274,7 +327,7 @@ def read_pools_table(
         for c, value in record.items()
         if ATTRIBUTE_COLUMN.fullmatch(c) and value is not None
     ]
-    pools = PoolSet(
+    return PoolSet(
         dataset_id=dataset_id,
         source=str(path),
         prompts=pd.DataFrame(list(prompts.values())),
@@ -286,7 +339,6 @@ def read_pools_table(
         attributes=pd.DataFrame(attributes, columns=["candidate_id", "attribute", "value", "line"]),
         scales=scales,
     )
-    return pools if votes is None else with_votes(pools, read_votes_table(votes, scales))
 
 
 def _attribute(row: _Row, column: str) -> str | None:
@@ -295,23 +347,34 @@ def _attribute(row: _Row, column: str) -> str | None:
     return value if value is not None and value.strip() else None
 
 
-def read_votes_table(path: str | Path, scales: Mapping[str, tuple[float, float]] | None = None) -> pd.DataFrame:
-    """Parse a votes table: candidate_id, outcome, pool, annotator, value (plus line, file, field for errors).
+def read_votes_table(path: str | Path, scales: Mapping[str, tuple[float, float]] | None = None,
+                     workspace: Workspace | None = None) -> Staging:
+    """Read a votes table into a staging database's `votes`: candidate_id, outcome, pool, annotator, value.
 
-    The outcome must be a built-in one or declared in `scales`; check_pools
-    puts each value on its outcome's scale and each annotator once per
-    (candidate, outcome, pool).
+    The outcome must be a built-in one or declared in `scales`; `staged_checks` puts each value on
+    its outcome's scale and each annotator once per (candidate, outcome, pool).
     """
     path = Path(path)
     known = _known_scales(scales)
-    rows = []
-    for line, cells in read_rows(path):
+
+    def describe(rows: Iterable[tuple[int, dict]]) -> pd.DataFrame:
+        return _vote_records(path, rows, known)
+
+    return _stage_file(path, VOTE_COLUMNS.__contains__,
+                       lambda stage, raw: table_rules.stage_votes(stage, raw, describe, list(known)),
+                       lambda stage: staged.stage_frame(stage, "votes", describe(read_rows(path))), workspace)
+
+
+def _vote_records(path: Path, rows: Iterable[tuple[int, dict]], known: Mapping[str, tuple[float, float]]) -> pd.DataFrame:
+    """The rows of a votes table checked one at a time (plus line, file and field for errors)."""
+    out = []
+    for line, cells in rows:
         row = _Row(path, line, cells, VOTE_COLUMNS)
         cid = row.text("candidate_id", required=True, id_like=True)
         outcome = row.text("outcome", required=True, id_like=True)
         if outcome not in known:
             row.fail("outcome", _no_scale(outcome, known))
-        rows.append(
+        out.append(
             {
                 "candidate_id": cid,
                 "outcome": outcome,
@@ -323,9 +386,9 @@ def read_votes_table(path: str | Path, scales: Mapping[str, tuple[float, float]]
                 "field": "value",
             }
         )
-    if not rows:
+    if not out:
         raise InputError("no votes found", file=path)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(out)
 
 
 def rating_scale(outcome: str, scales: Mapping[str, tuple[float, float]] | None = None) -> tuple[int, int]:
@@ -383,8 +446,8 @@ def _agree(row: _Row, seen: dict[str, dict], key: str, record: dict, columns: tu
                              f"{shown(record.get(column))} here")
 
 
-def read_decisions_table(path: str | Path, judge: str) -> ImportedRun:
-    """Parse a judge-decisions table into an ImportedRun (no database access).
+def read_decisions_table(path: str | Path, judge: str, workspace: Workspace | None = None) -> StagedRun:
+    """Read a judge-decisions table into staged `calls` (no database access).
 
     choice_label and chosen_candidate_id determine each other through the slot
     order (slot k has label chr(ord('A') + k)); given both, they must agree.
@@ -392,8 +455,20 @@ def read_decisions_table(path: str | Path, judge: str) -> ImportedRun:
     raw_output is given, else 'runtime_fail'.
     """
     path = Path(path)
+
+    def describe(rows: Iterable[tuple[int, dict]]) -> ImportedRun:
+        return _call_records(path, rows, judge)
+
+    stage = _stage_file(path, DECISION_COLUMNS.__contains__,
+                        lambda stage, raw: table_rules.stage_calls(stage, raw, describe),
+                        lambda stage: staged.stage_frame(stage, "calls", describe(read_rows(path)).calls), workspace)
+    return StagedRun(stage, "calls", judge, str(path))
+
+
+def _call_records(path: Path, rows: Iterable[tuple[int, dict]], judge: str) -> ImportedRun:
+    """The rows of a decisions table checked one at a time, as an ImportedRun."""
     calls = []
-    for line, cells in read_rows(path):
+    for line, cells in rows:
         row = _Row(path, line, cells, DECISION_COLUMNS)
         slots = row.items("slot_candidate_ids", required=True)
         if not 2 <= len(slots) <= 26:
@@ -443,34 +518,68 @@ def _default_status(answered: bool, raw_output: str | None) -> str:
     return "ok" if answered else "parse_fail" if raw_output is not None else "runtime_fail"
 
 
-def read_scores_table(path: str | Path, scorer: str) -> ImportedScores:
-    """Parse a per-candidate score table (or a JudgeActs-style `.json` scores file)."""
+def read_scores_table(path: str | Path, scorer: str, workspace: Workspace | None = None) -> StagedRun:
+    """Read a per-candidate score table (or a JudgeActs-style `.json` scores file) into staged `scores`."""
     path = Path(path)
     if path.suffix.lower() == ".json":
-        return judgeacts.read_scores(path, scorer)
-    rows = []
-    for line, cells in read_rows(path):
+        stage = workspace.staging() if workspace is not None else Staging()
+        try:
+            staged.stage_frame(stage, "scores", judgeacts.read_scores(path, scorer).scores)
+        except BaseException:
+            stage.close()
+            raise
+        return StagedRun(stage, "scores", scorer, str(path))
+
+    def describe(rows: Iterable[tuple[int, dict]]) -> ImportedScores:
+        return _score_records(path, rows, scorer)
+
+    stage = _stage_file(path, SCORE_COLUMNS.__contains__,
+                        lambda stage, raw: table_rules.stage_scores(stage, raw, describe),
+                        lambda stage: staged.stage_frame(stage, "scores", describe(read_rows(path)).scores), workspace)
+    return StagedRun(stage, "scores", scorer, str(path))
+
+
+def _score_records(path: Path, rows: Iterable[tuple[int, dict]], scorer: str) -> ImportedScores:
+    """The rows of a scores table checked one at a time."""
+    out = []
+    for line, cells in rows:
         row = _Row(path, line, cells, SCORE_COLUMNS)
-        rows.append(
+        out.append(
             {"candidate_id": row.text("candidate_id", required=True, id_like=True), "score": row.number("score", required=True)}
         )
-    return ImportedScores(scorer=scorer, source_file=str(path), scores=pd.DataFrame(rows, columns=["candidate_id", "score"]))
+    return ImportedScores(scorer=scorer, source_file=str(path), scores=pd.DataFrame(out, columns=["candidate_id", "score"]))
 
 
 def read_ratings_table(
-    path: str | Path, judge: str, outcome: str = "rubric", scale: tuple[int, int] = (1, 5)
-) -> ImportedRatings:
-    """Parse a rating judge's recorded ratings into an ImportedRatings (no database access).
+    path: str | Path, judge: str, outcome: str = "rubric", scale: tuple[int, int] = (1, 5),
+    workspace: Workspace | None = None,
+) -> StagedRun:
+    """Read a rating judge's recorded ratings into staged `rating_calls` (no database access).
 
     rating is an integer on `scale` (lo..hi) or absent; status defaults to 'ok'
     when a rating is given, else 'parse_fail' when raw_output is given, else
-    'runtime_fail' ('abstained' must be explicit). `pools.check_ratings` holds
+    'runtime_fail' ('abstained' must be explicit). `staged_checks` holds
     the rest of the contract ('ok' needs a rating, every other status forbids one).
     """
     path = Path(path)
+
+    def describe(rows: Iterable[tuple[int, dict]]) -> ImportedRatings:
+        return _rating_records(path, rows, judge, outcome, scale)
+
+    stage = _stage_file(path, RATING_COLUMNS.__contains__,
+                        lambda stage, raw: table_rules.stage_ratings(stage, raw, describe, scale),
+                        lambda stage: staged.stage_frame(stage, "rating_calls", describe(read_rows(path)).calls),
+                        workspace)
+    return StagedRun(stage, "rating_calls", judge, str(path), outcome=outcome, scale=scale)
+
+
+def _rating_records(
+    path: Path, rows: Iterable[tuple[int, dict]], judge: str, outcome: str, scale: tuple[int, int]
+) -> ImportedRatings:
+    """The rows of a rating judge's table checked one at a time, as ImportedRatings."""
     lo, hi = scale
     calls = []
-    for line, cells in read_rows(path):
+    for line, cells in rows:
         row = _Row(path, line, cells, RATING_COLUMNS)
         rating = row.integer("rating", minimum=lo, maximum=hi)
         raw = row.text("raw_output")
@@ -505,15 +614,26 @@ def _taxonomy_attribute(row: _Row, taxonomy: Taxonomy) -> Attribute:
     return taxonomy.attribute(name)
 
 
-def read_gold_labels_table(path: str | Path, taxonomy: Taxonomy) -> pd.DataFrame:
-    """Parse a gold-labels table: candidate_id, attribute, label (plus line and file for errors).
+def read_gold_labels_table(path: str | Path, taxonomy: Taxonomy, workspace: Workspace | None = None) -> Staging:
+    """Read a gold-labels table into a staging database's `gold_labels`: candidate_id, attribute, label.
 
     Every label is one of its attribute's answers in `taxonomy` (its labels or its abstention
-    label), exactly as written; check_pools puts each on a known candidate, once per attribute.
+    label), exactly as written; `staged_checks` puts each on a known candidate, once per attribute.
     """
     path = Path(path)
-    rows = []
-    for line, cells in read_rows(path):
+
+    def describe(rows: Iterable[tuple[int, dict]]) -> pd.DataFrame:
+        return _gold_records(path, rows, taxonomy)
+
+    return _stage_file(path, GOLD_COLUMNS.__contains__,
+                       lambda stage, raw: table_rules.stage_gold_labels(stage, raw, describe, taxonomy),
+                       lambda stage: staged.stage_frame(stage, "gold_labels", describe(read_rows(path))), workspace)
+
+
+def _gold_records(path: Path, rows: Iterable[tuple[int, dict]], taxonomy: Taxonomy) -> pd.DataFrame:
+    """The rows of a gold-labels table checked one at a time (plus line and file for errors)."""
+    out = []
+    for line, cells in rows:
         row = _Row(path, line, cells, GOLD_COLUMNS)
         cid = row.text("candidate_id", required=True, id_like=True)
         attribute = _taxonomy_attribute(row, taxonomy)
@@ -521,10 +641,10 @@ def read_gold_labels_table(path: str | Path, taxonomy: Taxonomy) -> pd.DataFrame
         if label not in attribute.answers():
             row.fail("label", f"{shown(label)} is not a label of {shown(attribute.name)} in taxonomy "
                               f"{shown(taxonomy.name)} ({excerpt(', '.join(attribute.answers()))})")
-        rows.append({"candidate_id": cid, "attribute": attribute.name, "label": label, "line": line, "file": str(path)})
-    if not rows:
+        out.append({"candidate_id": cid, "attribute": attribute.name, "label": label, "line": line, "file": str(path)})
+    if not out:
         raise InputError("no gold labels found", file=path)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(out)
 
 
 def answer_status(attribute: Attribute, value: str | None) -> tuple[str, str | None]:
@@ -538,23 +658,36 @@ def answer_status(attribute: Attribute, value: str | None) -> tuple[str, str | N
     return ("abstained", None) if value == attribute.abstain else ("off_taxonomy", None)
 
 
-def read_labeler_table(path: str | Path, judge: str, taxonomy: Taxonomy) -> ImportedLabeler:
-    """Parse an attribute judge's recorded answers into an ImportedLabeler (no database access).
+def read_labeler_table(path: str | Path, judge: str, taxonomy: Taxonomy, workspace: Workspace | None = None) -> StagedRun:
+    """Read an attribute judge's recorded answers into staged `answers` (no database access).
 
     Each row answers one attribute of `taxonomy` for one image under one condition (default
     'default'); its status follows `answer_status`, the value as given kept in `answer`.
     """
     path = Path(path)
-    rows = []
-    for line, cells in read_rows(path):
+
+    def describe(rows: Iterable[tuple[int, dict]]) -> ImportedLabeler:
+        return _answer_records(path, rows, judge, taxonomy)
+
+    stage = _stage_file(path, LABELER_COLUMNS.__contains__,
+                        lambda stage, raw: table_rules.stage_answers(stage, raw, describe, taxonomy),
+                        lambda stage: staged.stage_frame(stage, "answers", describe(read_rows(path)).answers),
+                        workspace)
+    return StagedRun(stage, "answers", judge, str(path), taxonomy=taxonomy)
+
+
+def _answer_records(path: Path, rows: Iterable[tuple[int, dict]], judge: str, taxonomy: Taxonomy) -> ImportedLabeler:
+    """The rows of an attribute judge's table checked one at a time, as an ImportedLabeler."""
+    out = []
+    for line, cells in rows:
         row = _Row(path, line, cells, LABELER_COLUMNS)
         cid = row.text("candidate_id", required=True, id_like=True)
         attribute = _taxonomy_attribute(row, taxonomy)
         answer = row.text("label")
         status, label = answer_status(attribute, answer)
-        rows.append({"candidate_id": cid, "condition": row.text("condition", id_like=True) or DEFAULT_CONDITION,
-                     "attribute": attribute.name, "status": status, "label": label, "answer": answer,
-                     "rationale": row.text("rationale"), "line": line})
-    if not rows:
+        out.append({"candidate_id": cid, "condition": row.text("condition", id_like=True) or DEFAULT_CONDITION,
+                    "attribute": attribute.name, "status": status, "label": label, "answer": answer,
+                    "rationale": row.text("rationale"), "line": line})
+    if not out:
         raise InputError("no answers found", file=path)
-    return ImportedLabeler(judge=judge, source_file=str(path), answers=pd.DataFrame(rows), taxonomy=taxonomy)
+    return ImportedLabeler(judge=judge, source_file=str(path), answers=pd.DataFrame(out), taxonomy=taxonomy)
