@@ -21,16 +21,20 @@ N_CALLS = 120  # 40 prompts, 3 orders
 @pytest.fixture
 def slow_cli(tmp_path):
     """(db path, function starting `runners.run_judge` for a judge name on a simulated backend slowed to
-    `seconds` per call: 20 ms by default, so a run lasts a few seconds)."""
+    20 ms a call, so that a run lasts a few seconds)."""
     db = tmp_path / "r.duckdb"
     write_tiny_dataset(db, tmp_path / "images", n_prompts=40, pool_sizes=(3, 4))
     started = []
 
-    def start(judge, seconds=0.02):
-        env = slowed_env(tmp_path / f"hook{len(started)}", "runners.backends.simulated", "SimulatedSelector", seconds)
+    env = slowed_env(tmp_path / "hook", "runners.backends.simulated", "SimulatedSelector", 0.02)
+
+    def start(judge):
         cmd = [sys.executable, "-m", "runners.run_judge", "--db", str(db), "--dataset", "tiny", "--judge", judge,
                "--backend", "simulated", "--model", "weak", "--lenient", "--concurrency", "1", "--quiet"]
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # Ctrl-C as at a terminal: a suite started in the background (`cmd &`) ignores SIGINT, and a
+        # child would inherit that
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         started.append(proc)
         return proc
 
@@ -114,9 +118,7 @@ def test_same_judge_is_refused_while_another_judge_records_alongside(slow_cli, c
 
 def test_ctrl_c_mid_run_keeps_what_finished_and_marks_the_run_interrupted(slow_cli):
     db, start = slow_cli
-    # 100 ms per call: on a loaded machine a reader may wait seconds for its turn at the file, and
-    # the run must still be going when the signal comes after it saw 20 calls
-    proc = start("weak", seconds=0.1)
+    proc = start("weak")
     wait_for_calls(db, "weak", proc, 20)
     proc.send_signal(signal.SIGINT)  # the main thread is then mostly inside DuckDB: the commit must not be cut short
     _, err = proc.communicate(timeout=30)
