@@ -103,25 +103,28 @@ def _check_values(con: duckdb.DuckDBPyConnection, pools: StagedPools, fail) -> N
     con.register("outcome_scales", known)
     try:
         for table in ("votes", "ratings"):
+            # one pass finds the first row failing each rule; the rules are then told in their order
+            (stray, infinite, undeclared, off), = con.execute(f"""
+                SELECT min(t.ord) FILTER (WHERE c.candidate_id IS NULL), min(t.ord) FILTER (WHERE NOT isfinite(t.value)),
+                       min(t.ord) FILTER (WHERE s.outcome IS NULL),
+                       min(t.ord) FILTER (WHERE t.value < s.lo OR t.value > s.hi)
+                FROM pools.{table} t LEFT JOIN (SELECT DISTINCT candidate_id FROM pools.candidates) c USING (candidate_id)
+                LEFT JOIN outcome_scales s USING (outcome)""").fetchall()
+            first = next((ord for ord in (stray, infinite, undeclared, off) if ord is not None), None)
+            if first is None:
+                continue
             field = "'value'" if table == "votes" else "coalesce(field, outcome)"
-            base = f"SELECT *, {field} AS located FROM pools.{table}"
-            row = _first(con, f"{base} WHERE candidate_id NOT IN (SELECT candidate_id FROM pools.candidates) "
-                              "ORDER BY ord LIMIT 1")
-            if row:
+            row = _first(con, f"SELECT *, {field} AS located FROM pools.{table} WHERE ord = ?", [first])
+            if first == stray:
                 fail(f"{table} for unknown candidate {shown(row['candidate_id'])}", row, "candidate_id")
-            row = _first(con, f"{base} WHERE NOT isfinite(value) ORDER BY ord LIMIT 1")
-            if row:
+            if first == infinite:
                 fail(f"{row['outcome']} rating {shown(row['value'])} of {shown(row['candidate_id'])} is not a finite "
                      "number", row, row["located"])
-            row = _first(con, f"{base} WHERE outcome NOT IN (SELECT outcome FROM outcome_scales) ORDER BY ord LIMIT 1")
-            if row:
+            if first == undeclared:
                 fail(f"outcome {shown(row['outcome'])} has no declared scale", row, row["located"])
-            row = _first(con, f"SELECT t.*, s.lo, s.hi FROM ({base}) t JOIN outcome_scales s USING (outcome) "
-                              "WHERE t.value < s.lo OR t.value > s.hi ORDER BY t.ord LIMIT 1")
-            if row:
-                lo, hi = scales[row["outcome"]]
-                fail(f"{row['outcome']} rating {shown(float(row['value']))} of {shown(row['candidate_id'])} is off its "
-                     f"scale [{lo:g}, {hi:g}]", row, row["located"])
+            lo, hi = scales[row["outcome"]]
+            fail(f"{row['outcome']} rating {shown(float(row['value']))} of {shown(row['candidate_id'])} is off its "
+                 f"scale [{lo:g}, {hi:g}]", row, row["located"])
     finally:
         con.unregister("outcome_scales")
 
@@ -167,11 +170,15 @@ def check_calls(con: duckdb.DuckDBPyConnection, run: StagedRun, alias: str) -> N
     (`pools.check_calls`): the first call failing a rule is described by `pools.call_problem`."""
     calls = f"{identifier(alias)}.calls"
     labels = "list_transform(range(len(slot_candidate_ids)), lambda i: chr(CAST(65 + i AS INTEGER)))"
+    # each prompt's candidate ids, sorted: made once per connection for every judge's calls
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS pool_members AS SELECT prompt_id, "
+                "list(candidate_id ORDER BY candidate_id) AS pool FROM pools.candidates GROUP BY prompt_id")
     row = _first(con, f"""
-        WITH members AS (SELECT prompt_id, list(candidate_id ORDER BY candidate_id) AS pool FROM pools.candidates
-                         GROUP BY prompt_id),
-             numbered AS (SELECT c.*, m.pool, row_number() OVER (PARTITION BY prompt_id, order_index ORDER BY ord) AS nth
-                          FROM {calls} c LEFT JOIN members m USING (prompt_id))
+        WITH members AS (SELECT * FROM pool_members),
+             repeated AS (SELECT prompt_id, order_index, min(ord) AS first FROM {calls} GROUP BY ALL HAVING count(*) > 1),
+             numbered AS (SELECT c.*, m.pool, coalesce(c.ord > r.first, false) AS again
+                          FROM {calls} c LEFT JOIN members m USING (prompt_id)
+                          LEFT JOIN repeated r USING (prompt_id, order_index))
         SELECT ord FROM numbered
         WHERE coalesce(pool IS NULL
            OR list_sort(slot_candidate_ids) <> pool
@@ -182,7 +189,7 @@ def check_calls(con: duckdb.DuckDBPyConnection, run: StagedRun, alias: str) -> N
                    ELSE chosen_candidate_id IS NOT NULL OR choice_label IS NOT NULL END
            OR (ranking IS NOT NULL AND (len(list_distinct(ranking)) <> len(ranking)
                                         OR NOT list_has_all({labels}, ranking)))
-           OR nth > 1, true)
+           OR again, true)
         ORDER BY ord LIMIT 1""")
     if row is None:
         return

@@ -1,8 +1,9 @@
 """A table file read into DuckDB: a private staging database, and the file's rows in it with their lines.
 
-Each input table is read into a DuckDB database of its own in a temporary folder (`Staging`), which
-the validated rows later go from into the store (`staged_writes`), never through Python objects
-per row. `load_raw` reads a CSV, JSONL or Parquet file into the table `raw`: a column `line` (the
+Each input table is read into a DuckDB database of its own (`Staging`, a file in a private temporary
+folder), attached in one DuckDB instance per ingest (`Workspace`); the validated rows later go from
+it into the store (`staged_writes`), never through Python objects per row. `load_raw` gives a CSV,
+JSONL or Parquet file as `raw` (a table; for Parquet a view of the file): a column `line` (the
 number the readers name a row by: CSV the physical line of the row's start, JSONL the line,
 Parquet the row number from 1) and one column per field of the file, as the file gives it (CSV
 text, JSON values, Parquet's types; see `cell_sql`).
@@ -31,6 +32,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import duckdb
 import numpy as np
@@ -173,6 +175,11 @@ class RawTable:
     cells: dict[str, Cell]
     structure: list[str] = field(default_factory=list)  # SQL: the row is not what the readers accept as a row
     records: record_scan.Records | None = None  # JSONL: where each line is
+    source: BinaryIO | None = None  # Parquet: the file, open while `raw` (a view of it) is read
+
+    def close(self) -> None:
+        if self.source is not None:
+            self.source.close()
 
 
 def suffix(path: Path) -> str:
@@ -185,20 +192,21 @@ def load_raw(stage: Staging, path: Path, known: Callable[[str], bool]) -> RawTab
     kind = suffix(path)
     if kind not in (".csv", ".jsonl", ".parquet"):
         return None
-    with input_files.opened(path, input_files.TABLE) as handle:
-        if os.fstat(handle.fileno()).st_size < FAST_PATH_MIN_BYTES:
-            return None
-        opened = f"/proc/self/fd/{handle.fileno()}" if Path("/proc/self/fd").is_dir() else str(path)
-        try:
-            if kind == ".parquet":
-                return _load_parquet(stage.con, path, opened, known)
-            if kind == ".csv":
-                return _load_csv(stage.con, path, opened, known)
-            return _load_jsonl(stage.con, path, opened, known)
-        except (duckdb.Error, pa.ArrowException, OSError):  # refused, or not read: the readers say why
-            stage.con.execute("DROP TABLE IF EXISTS raw")
-            stage.con.execute("DROP TABLE IF EXISTS objects")
-            return None
+    handle = input_files.opened(path, input_files.TABLE)
+    raw = None
+    try:
+        if os.fstat(handle.fileno()).st_size >= FAST_PATH_MIN_BYTES:
+            opened = f"/proc/self/fd/{handle.fileno()}" if Path("/proc/self/fd").is_dir() else str(path)
+            load = {".parquet": _load_parquet, ".csv": _load_csv, ".jsonl": _load_jsonl}[kind]
+            raw = load(stage.con, path, opened, known)
+    except (duckdb.Error, pa.ArrowException, OSError):  # refused, or not read: the readers say why
+        drop_work(stage)
+        stage.con.execute("DROP TABLE IF EXISTS objects")
+    if raw is not None and raw.form == "parquet":
+        raw.source = handle  # the view reads it until the caller closes the RawTable
+    else:
+        handle.close()
+    return raw
 
 
 def _load_parquet(con: duckdb.DuckDBPyConnection, path: Path, opened: str, known: Callable[[str], bool]) -> RawTable | None:
@@ -210,9 +218,11 @@ def _load_parquet(con: duckdb.DuckDBPyConnection, path: Path, opened: str, known
     if sorted(types) != sorted(names):
         return None
     columns = ", ".join(identifier(n) for n in names)
-    con.execute(f"CREATE TABLE raw AS SELECT file_row_number + 1 AS line, {columns} "
-                f"FROM read_parquet(?, file_row_number = true)", [opened])
+    # a view, not a copy: the rules read the file itself (`opened` is a path of ours, /proc/self/fd/N)
+    con.execute(f"CREATE VIEW raw AS SELECT file_row_number + 1 AS line, {columns} "
+                f"FROM read_parquet({_quoted(Path(opened))}, file_row_number = true)")
     if con.execute("SELECT count(*) FROM raw").fetchall()[0][0] == 0:
+        con.execute("DROP VIEW raw")
         return None
     return RawTable(path, "parquet", {n: Cell(identifier(n), parquet_form(types[n])) for n in names})
 
@@ -323,6 +333,15 @@ def _jsonl_outline(opened: str, records: record_scan.Records) -> np.ndarray:
         pending = pending[last[pending] >= records.starts[pending]]
     ok &= (last >= records.starts) & (data[np.maximum(last, 0)] == ord("}"))
     return ok
+
+
+def drop_work(stage: Staging) -> None:
+    """Drop what reading a file in SQL leaves behind (`raw`, `norm`), a table or a view."""
+    for name in ("raw", "norm"):
+        kind = stage.con.execute("SELECT table_type FROM information_schema.tables WHERE table_catalog = current_database() "
+                                 "AND table_name = ?", [name]).fetchall()
+        if kind:
+            stage.con.execute(f"DROP {'VIEW' if kind[0][0] == 'VIEW' else 'TABLE'} {name}")
 
 
 def python_rows(raw: RawTable, stage: Staging, lines: list[int]) -> list[tuple[int, dict]]:

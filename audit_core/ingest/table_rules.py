@@ -3,7 +3,8 @@
 `staging.load_raw` leaves a file's cells in `raw`. For each kind of table (pools, votes, decisions,
 scores, a rater's ratings, gold labels, an attribute judge's answers) the functions here
 
-1. compute every field's clean value and whether its cell is refused (`cell_sql`), in `norm`;
+1. compute every field's clean value and whether its cell is refused (`cell_sql`), in `norm` (a
+   table for pools, whose rules compare rows; a view, computed where it is read, for the others);
 2. find the first line where any rule of the readers fails: a refused cell, a missing required
    field, a rule across fields (a choice label off the slots, a status needing a choice), and for
    pools the rules across rows (a repeated (candidate, pool), a prompt or candidate whose columns
@@ -30,7 +31,7 @@ from audit_core.attributes.taxonomy import Taxonomy
 from audit_core.errors import InputError
 from audit_core.ingest import images, staged
 from audit_core.ingest.cell_sql import SPACE_ONLY, Cell, identifier, literal
-from audit_core.ingest.staging import RawTable, Staging, python_rows
+from audit_core.ingest.staging import RawTable, Staging, drop_work, python_rows
 from audit_core.store.schema import CALL_STATUSES, DEFAULT_POOL, INTEGER_MAX
 
 ID, TEXT, NUMBER, INTEGER, ITEMS = "id", "text", "number", "integer", "items"
@@ -66,9 +67,11 @@ def _value_and_bad(field: Field, cell: Cell | None) -> tuple[str, str]:
     return value(), refused
 
 
-def normalise(stage: Staging, raw: RawTable, fields: Sequence[Field], layers: Sequence[Mapping[str, str]] = ()) -> None:
-    """Create `norm`: per kept row its line, each field's clean value (named as the field), `refused` (some
-    cell refused, or the row is no row the readers take) and the `layers` of derived columns, in order."""
+def normalise(stage: Staging, raw: RawTable, fields: Sequence[Field], layers: Sequence[Mapping[str, str]] = (),
+              kept_as: str = "TABLE") -> None:
+    """Create `norm` (a TABLE, or a VIEW computed where it is read): per kept row its line, each field's clean
+    value (named as the field), `refused` (some cell refused, or the row is no row the readers take) and the
+    `layers` of derived columns, in order."""
     values, refusals = [], [*raw.structure]
     for field in fields:
         value, bad = _value_and_bad(field, raw.cells.get(field.name))
@@ -80,7 +83,7 @@ def normalise(stage: Staging, raw: RawTable, fields: Sequence[Field], layers: Se
               f"FROM raw WHERE {kept}")
     for layer in layers:
         select = f"SELECT *, {', '.join(f'{sql} AS {identifier(name)}' for name, sql in layer.items())} FROM ({select})"
-    stage.con.execute(f"CREATE OR REPLACE TABLE norm AS {select}")
+    stage.con.execute(f"CREATE OR REPLACE {kept_as} norm AS {select}")
 
 
 def first_line(stage: Staging, rules: Sequence[str] = ()) -> int | None:
@@ -100,8 +103,7 @@ def _is_empty(stage: Staging) -> bool:
 
 
 def _done(stage: Staging) -> bool:
-    stage.con.execute("DROP TABLE IF EXISTS norm")
-    stage.con.execute("DROP TABLE IF EXISTS raw")
+    drop_work(stage)
     return True
 
 
@@ -138,13 +140,15 @@ def stage_pools(stage: Staging, raw: RawTable, describe: Describe, outcomes: Seq
         return False
     con = stage.con
     # a prompt's and a candidate's columns are those of its first row (the rest agree with it)
-    staged.create(stage, "prompts", "SELECT min(line) AS ord, min(line) AS line, prompt_id, arg_min(prompt, line) AS prompt, "
-                                    "arg_min(country, line) AS country, arg_min(category, line) AS category, "
-                                    "arg_min(split, line) AS split FROM norm GROUP BY prompt_id")
-    staged.create(stage, "candidates", "SELECT min(line) AS ord, min(line) AS line, arg_min(prompt_id, line) AS prompt_id, "
-                                       "candidate_id, arg_min(source_model, line) AS source_model, "
-                                       "arg_min(resolved, line) AS image_path FROM norm LEFT JOIN images ON image_path = text "
-                                       "GROUP BY candidate_id")
+    staged.create(stage, "prompts", "SELECT min(line) AS ord, min(line) AS line, prompt_id, "
+                                    "arg_min_null(prompt, line) AS prompt, arg_min_null(country, line) AS country, "
+                                    "arg_min_null(category, line) AS category, arg_min_null(split, line) AS split "
+                                    "FROM norm GROUP BY prompt_id")
+    staged.create(stage, "candidates", "SELECT min(line) AS ord, min(line) AS line, "
+                                       "arg_min_null(prompt_id, line) AS prompt_id, candidate_id, "
+                                       "arg_min_null(source_model, line) AS source_model, "
+                                       "arg_min_null(resolved, line) AS image_path "
+                                       "FROM norm LEFT JOIN images ON image_path = text GROUP BY candidate_id")
     # ord = (line, place of the outcome): the order the readers append ratings in, without a sort
     step = len(outcomes) + 1
     ratings = " UNION ALL ".join(
@@ -196,18 +200,37 @@ def _check_images(stage: Staging, raw: RawTable, describe: Describe, base: Path,
 
 def _first_disagreement(stage: Staging, attributes: Sequence[str]) -> int | None:
     """The first line repeating an earlier (candidate, pool), or whose prompt or candidate columns differ
-    from that prompt's or candidate's first row (`tables._agree`)."""
+    from that prompt's or candidate's first row (`tables._agree`). Plain aggregates find the groups that
+    disagree at all (a column agrees when all its values are null, or none is and min = max); only rows of
+    those groups are compared with their group's first row (arg_min_null keeps a first row's nulls)."""
     prompt_columns = ("prompt", "country", "category", "split")
     candidate_columns = ("prompt_id", "source_model", "resolved", *(f"given_{c}" for c in attributes))
-    differs = [f"{identifier(c)} IS DISTINCT FROM first_value({identifier(c)}) OVER by_prompt" for c in prompt_columns]
-    differs += [f"{identifier(c)} IS DISTINCT FROM first_value({identifier(c)}) OVER by_candidate"
-                for c in candidate_columns]
-    return stage.con.execute(f"""SELECT min(line) FROM (
-        SELECT line, row_number() OVER (PARTITION BY candidate_id, pool_key ORDER BY line) > 1
-                     OR {' OR '.join(differs)} AS bad
-        FROM norm LEFT JOIN images ON image_path = text
-        WINDOW by_prompt AS (PARTITION BY prompt_id ORDER BY line),
-               by_candidate AS (PARTITION BY candidate_id ORDER BY line)) WHERE bad""").fetchall()[0][0]
+
+    def agree(columns: Sequence[str]) -> str:
+        return " AND ".join(f"(count({identifier(c)}) = 0 OR (count({identifier(c)}) = count(*) "
+                            f"AND min({identifier(c)}) = max({identifier(c)})))" for c in columns)
+
+    def first_differing(key: str, columns: Sequence[str], groups: str) -> str:
+        picked = ", ".join(f"arg_min_null({identifier(c)}, line) AS {identifier(c)}" for c in columns)
+        differs = " OR ".join(f"r.{identifier(c)} IS DISTINCT FROM f.{identifier(c)}" for c in columns)
+        return (f"SELECT r.line FROM rows r JOIN (SELECT {key}, {picked} FROM rows WHERE {key} IN (SELECT {key} "
+                f"FROM {groups}) GROUP BY {key}) f USING ({key}) WHERE {differs}")
+
+    return stage.con.execute(f"""
+        WITH rows AS (SELECT norm.*, resolved FROM norm LEFT JOIN images ON image_path = text),
+             split_prompts AS (SELECT prompt_id FROM rows GROUP BY prompt_id HAVING NOT ({agree(prompt_columns)})),
+             repeated AS (SELECT candidate_id, {agree(candidate_columns)} AS agreeing FROM rows GROUP BY candidate_id
+                          HAVING count(*) > 1),
+             split_candidates AS (SELECT candidate_id FROM repeated WHERE NOT agreeing),
+             repeated_keys AS (SELECT candidate_id, pool_key, min(line) AS first FROM rows
+                               WHERE candidate_id IN (SELECT candidate_id FROM repeated) GROUP BY ALL HAVING count(*) > 1)
+        SELECT min(line) FROM (
+            {first_differing("prompt_id", prompt_columns, "split_prompts")}
+            UNION ALL
+            {first_differing("candidate_id", candidate_columns, "split_candidates")}
+            UNION ALL
+            SELECT r.line FROM rows r JOIN repeated_keys k USING (candidate_id, pool_key) WHERE r.line > k.first)
+        """).fetchall()[0][0]
 
 
 def _pool_context(stage: Staging, line: int) -> set[int]:
@@ -225,7 +248,8 @@ def _pool_context(stage: Staging, line: int) -> set[int]:
 
 def _stage_rows(stage: Staging, raw: RawTable, describe: Describe, fields: Sequence[Field],
                 layers: Sequence[Mapping[str, str]], rules: Sequence[str], table: str, select: str) -> bool:
-    normalise(stage, raw, fields, layers)
+    """Check every row (one pass over `norm`, a view), then create staged `table` with `select` (another)."""
+    normalise(stage, raw, fields, layers, "VIEW")
     if _is_empty(stage):
         return False
     first = first_line(stage, rules)

@@ -49,6 +49,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 
 from audit_core import user_text
@@ -217,9 +218,15 @@ def _stage_file(path: Path, known: Callable[[str], bool], fast: Callable[[Stagin
     stage = workspace.staging(alias) if workspace is not None else Staging(alias=alias or "staged_0")
     try:
         raw = staging.load_raw(stage, path, known)
-        if raw is None or not fast(stage, raw):
-            stage.con.execute("DROP TABLE IF EXISTS raw")
-            stage.con.execute("DROP TABLE IF EXISTS norm")
+        try:
+            staged_fast = raw is not None and fast(stage, raw)
+        except duckdb.Error:  # DuckDB could not read all of it (a damaged Parquet page, say): the readers say why
+            staged_fast = False
+        finally:
+            if raw is not None:
+                raw.close()
+        if not staged_fast:
+            staging.drop_work(stage)
             slow(stage)
         return stage
     except BaseException:
