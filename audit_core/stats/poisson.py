@@ -28,6 +28,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from audit_core.stats.bootstrap import percentile_interval
 from audit_core.stats.resampling import Resampling
 
 POISSON_ABOVE = 200_000  # prompts above which a study's intervals come from this bootstrap
@@ -93,10 +94,7 @@ def weighted_sums(keys: np.ndarray, values: np.ndarray, resampling: Resampling) 
 def ratio_interval(numerator: np.ndarray, denominator: np.ndarray, level: float = 0.95) -> tuple[float, float]:
     """Percentile interval of the resample ratios numerator_b / denominator_b (resamples with a
     zero denominator, where the policy acts on no drawn prompt, are left out); NaNs without any."""
-    ok = denominator > 0
-    if not ok.any():
-        return math.nan, math.nan
-    ratios = numerator[ok] / denominator[ok]
-    tail = (1 - level) / 2 * 100
-    lo, hi = np.percentile(ratios, [tail, 100 - tail])
-    return float(lo), float(hi)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(denominator > 0, numerator / denominator, np.nan)
+    lo, hi = percentile_interval(ratios, level)
+    return float(lo[0]), float(hi[0])
