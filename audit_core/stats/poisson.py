@@ -22,13 +22,13 @@ AGREEMENT_STANDARD_ERRORS standard errors of the mean (tests/audit_core/stats/te
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Iterable
 
 import numpy as np
 
 from audit_core.stats.bootstrap import percentile_interval
+from audit_core.stats.id_hash import id_hashes
 from audit_core.stats.resampling import Resampling
 
 POISSON_ABOVE = 200_000  # prompts above which a study's intervals come from this bootstrap
@@ -53,9 +53,9 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 
 def prompt_keys(prompt_ids: Iterable[str]) -> np.ndarray:
-    """uint64 key of each prompt id: the first 8 bytes (little-endian) of its BLAKE2b digest."""
-    digests = b"".join(hashlib.blake2b(str(p).encode("utf-8"), digest_size=8).digest() for p in prompt_ids)
-    return np.frombuffer(digests, dtype="<u8").astype(np.uint64)
+    """uint64 key of each prompt id: the first 8 bytes (little-endian) of its BLAKE2b digest
+    (`id_hash` with the empty purpose)."""
+    return id_hashes(np.array(list(prompt_ids), dtype=object), "")
 
 
 def poisson_weights(keys: np.ndarray, seed: int, start: int, stop: int) -> np.ndarray:

@@ -5,8 +5,8 @@ ratings, that undo its preference for slots.
   `ordered_calls` from the calls frame the audit is given; `OrderedCalls`);
 - `borda`, `calibrated`, `plackett_luce`, `prior_corrected`: one policy each, returning its pick per
   prompt and what it counted; `names` builds their policy names (a contract);
-- `slot_prior`, `subsets`, `ties`, `hashing`: the slot prior, the folds and calibration subset chosen
-  from prompt ids, and the tie rule that uses no rating;
+- `slot_prior`, `subsets`, `ties`: the slot prior, the folds and calibration subset chosen from prompt
+  ids (hashed by `audit_core.stats.id_hash`), and the tie rule that uses no rating;
 - `costs`: calls and seconds per prompt of a judge's policies (`audit_core.selection.costs` gives every
   policy of the audit its cost by the same rule);
 - `specs`: the debiased policies as policies of the selection audit (kind "debiased", after each

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from audit_core.selection.debiased.hashing import id_hashes
+from audit_core.stats.id_hash import id_hashes
 
 DEFAULT_FOLDS = 5
 DEFAULT_CALIBRATION_FRACTION = 0.2

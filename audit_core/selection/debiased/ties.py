@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from audit_core.selection.data import NO_PICK
-from audit_core.selection.debiased.hashing import id_hashes
+from audit_core.stats.id_hash import id_hashes
 
 TIE_TOLERANCE = 1e-9
 

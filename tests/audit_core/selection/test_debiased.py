@@ -37,7 +37,7 @@ from audit_core.selection.debiased import (
     seconds_per_prompt,
     slot_prior,
 )
-from audit_core.selection.debiased.hashing import id_hash
+from audit_core.stats.id_hash import id_hash
 from audit_core.selection.debiased.plackett_luce import penalised_objective, ranking_stages
 from audit_core.selection.debiased.ties import best_of, tie_order
 from audit_core.selection.votes import majority_vote, valid_picks

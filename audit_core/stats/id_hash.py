@@ -1,8 +1,9 @@
 """The fixed rule that turns an id into a number: 64 bits of BLAKE2b, keyed by what the number is for.
 
-Folds, the calibration subset and the tie order all come from ids through `id_hash`, so they
-depend neither on row order, nor on ratings, nor on what the judge answered; a different
-`purpose` gives an independent draw for the same id.
+The debiased selectors' folds, calibration subset and tie order and the Poisson bootstrap's
+prompt keys all come from ids through `id_hash`, so they depend neither on row order, nor on
+ratings, nor on what the judge answered; a different `purpose` gives an independent draw for the
+same id (the empty purpose is plain BLAKE2b).
 """
 
 from __future__ import annotations
