@@ -9,8 +9,9 @@ For each size N, in OUT/N/ (OUT must lie outside the repository):
 - generate: `python -m benchmarks.synthetic --tables` writes the dataset (3 judges x 3 orders and a
   CLIP-like scorer, in chunks of 100,000 prompts) in every format asked;
 - ingest: `python -m runners.ingest table` reads it, once per format, each into a store of its own
-  (the table size limit is lifted for these files: $JUDGE_AUDIT_MAX_TABLE_BYTES);
-- analyze: `python -m runners.analyze --resamples R` audits the first format's store.
+  (the table size limit, $JUDGE_AUDIT_MAX_TABLE_BYTES, raised to the largest of these files);
+- analyze: `python -m runners.analyze --resamples R` audits the first format's store (the others are
+  deleted once measured, unless --keep).
 
 Each step runs as a child process; its wall time and peak resident memory (the child's own ru_maxrss,
 from wait4) are printed in a table. A watchdog reads the child's resident memory ten times a second
@@ -132,8 +133,6 @@ def bench_size(n: int, args: argparse.Namespace, env: dict[str, str]) -> list[St
     if "ingest" in args.steps:
         for form in args.formats:
             db = folder / f"store-{form}.duckdb"
-            for stale in (db, db.with_name(db.name + ".wal")):
-                stale.unlink(missing_ok=True)
             plan.append(("ingest", form, ingest_argv(folder, form, db, dataset)))
     if "analyze" in args.steps:
         plan.append(("analyze", args.formats[0], [sys.executable, "-m", "runners.analyze", "--db",
@@ -141,7 +140,16 @@ def bench_size(n: int, args: argparse.Namespace, env: dict[str, str]) -> list[St
                                                   "--out", str(folder / "analysis"), "--resamples", str(args.resamples)]))
     for step, form, argv in plan:
         log = folder / f"{step}-{form}.log"
+        if step == "ingest":
+            db = folder / f"store-{form}.duckdb"
+            for stale in (db, db.with_name(db.name + ".wal")):
+                stale.unlink(missing_ok=True)
+            largest = max(path.stat().st_size for path in dataset_files(folder, form).values())
+            env = dict(env, JUDGE_AUDIT_MAX_TABLE_BYTES=str(largest))
         seconds, peak, result = run_step(argv, args.memory_limit, env, log)
+        if step == "ingest" and form != args.formats[0] and not args.keep:  # only the first is audited: free the disk
+            for written in (db, db.with_name(db.name + ".wal")):
+                written.unlink(missing_ok=True)
         done.append(Step(n, step, form, seconds, peak, result))
         print(_row(done[-1]), flush=True)
         if result != "ok":
@@ -172,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out = args.out.resolve()
     if args.out.is_relative_to(REPO):
         parser.error(f"--out {args.out} is inside the repository; choose a folder outside it")
-    env = dict(os.environ, JUDGE_AUDIT_MAX_TABLE_BYTES=str(1 << 40))
+    env = dict(os.environ)
     print(HEADER, flush=True)
     steps: list[Step] = []
     try:

@@ -11,7 +11,9 @@
         --db DB --dataset NAME [--replace]
 
 The table contract (columns and rules of pools, votes, decisions, scores,
-ratings, gold labels and attribute judges' answers) is docs/table-contract.md. Each ingest is one transaction: on any bad
+ratings, gold labels and attribute judges' answers) is docs/table-contract.md; `table` reads
+each file with DuckDB and checks it in SQL (`audit_core.ingest.tables`), so a table of millions
+of rows is never read row by row in Python. Each ingest is one transaction: on any bad
 input (or an input that cannot be read) the error names the file, line and
 field, the exit status is 2 and the database is left as it was; a database file
 the failed ingest would have created is not left behind. Re-ingesting the same
@@ -178,6 +180,7 @@ def ingest_table(args: argparse.Namespace) -> list[str]:
         for read in readers:
             runs.append(read())
             staged.callback(runs[-1].close)
+            runs[-1].stage.join(workspace)  # decisions are read into a DuckDB instance of their own: close it now
         summary = _staged_summary(pools)
         if args.labels:
             summary.append(f"gold labels: {pools.count('gold_labels')} on "

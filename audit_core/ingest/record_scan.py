@@ -44,10 +44,6 @@ class Records:
     def __len__(self) -> int:
         return len(self.lines)
 
-    def tail(self) -> Records:
-        """Every record but the first (the header's)."""
-        return Records(self.lines[1:], self.starts[1:], self.ends[1:], self.breaks[1:])
-
 
 def _blocks(path: Path) -> Iterator[tuple[int, np.ndarray]]:
     """(offset, bytes) of the file in blocks after a leading BOM; a block never ends inside `\\r\\n`."""

@@ -30,6 +30,20 @@ def _first(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence = ()) -> d
     return dict(zip([d[0] for d in cursor.description], rows[0])) if rows else None
 
 
+def _repeated(con: duckdb.DuckDBPyConnection, table: str, keys: str) -> dict | None:
+    """The first row of `table` (by ord) whose `keys` an earlier row has, with `earlier`: the line of the first
+    row with those keys (found by a hash aggregate, not a sort)."""
+    located = "arg_min(line, ord)" if "line" in _columns(con, table) else "NULL"
+    return _first(con, f"""
+        WITH firsts AS (SELECT {keys}, min(ord) AS first, {located} AS earlier FROM {table} GROUP BY {keys}
+                        HAVING count(*) > 1)
+        SELECT t.*, f.earlier FROM {table} t JOIN firsts f USING ({keys}) WHERE t.ord > f.first ORDER BY t.ord LIMIT 1""")
+
+
+def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    return [d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description]
+
+
 def _list(values: Sequence[str]) -> str:
     return "[" + ", ".join(literal(v) for v in values) + "]::VARCHAR[]"
 
@@ -42,10 +56,9 @@ def check_pools(con: duckdb.DuckDBPyConnection, pools: StagedPools, *, selector_
         raise InputError(message, file=row.get("file") or source, line=row.get("line"), field=field)
 
     for table, key, what in (("prompts", "prompt_id", "prompt id"), ("candidates", "candidate_id", "candidate id")):
-        row = _first(con, f"SELECT {key} AS id, line FROM pools.{table} QUALIFY row_number() OVER "
-                          f"(PARTITION BY {key} ORDER BY ord) > 1 ORDER BY ord LIMIT 1")
+        row = _repeated(con, f"pools.{table}", key)
         if row:
-            fail(f"{what} {shown(row['id'])} appears twice", row, key)
+            fail(f"{what} {shown(row[key])} appears twice", row, key)
     row = _first(con, "SELECT prompt_id, line FROM pools.candidates WHERE prompt_id NOT IN "
                       "(SELECT prompt_id FROM pools.prompts) ORDER BY ord LIMIT 1")
     if row:
@@ -65,8 +78,7 @@ def check_pools(con: duckdb.DuckDBPyConnection, pools: StagedPools, *, selector_
         raise InputError("no ratings and no votes (nor gold labels): nothing to audit the judges against "
                          "(give an alignment rating per candidate, votes, or gold labels)", file=source)
     _check_values(con, pools, fail)
-    row = _first(con, "SELECT * FROM pools.votes QUALIFY row_number() OVER (PARTITION BY candidate_id, outcome, pool, "
-                      "annotator ORDER BY ord) > 1 ORDER BY ord LIMIT 1")
+    row = _repeated(con, "pools.votes", "candidate_id, outcome, pool, annotator")
     if row:
         fail(f"annotator {shown(row['annotator'])} rated {shown(row['candidate_id'])} twice for {row['outcome']} in "
              f"pool {shown(row['pool'])}", row, "annotator")
@@ -74,8 +86,7 @@ def check_pools(con: duckdb.DuckDBPyConnection, pools: StagedPools, *, selector_
                       "(SELECT candidate_id FROM pools.candidates) ORDER BY ord LIMIT 1")
     if row:
         fail(f"attribute of unknown candidate {shown(row['candidate_id'])}", row, "candidate_id")
-    row = _first(con, "SELECT * FROM pools.attributes QUALIFY row_number() OVER (PARTITION BY candidate_id, attribute "
-                      "ORDER BY ord) > 1 ORDER BY ord LIMIT 1")
+    row = _repeated(con, "pools.attributes", "candidate_id, attribute")
     if row:
         fail(f"candidate {shown(row['candidate_id'])} has attribute {shown(row['attribute'])} twice", row,
              excerpt(row["attribute"]))
@@ -140,8 +151,7 @@ def _check_gold_labels(con: duckdb.DuckDBPyConnection, pools: StagedPools, fail)
                       "pools.candidates) ORDER BY ord LIMIT 1")
     if row:
         fail(f"gold label of unknown candidate {shown(row['candidate_id'])}", row, "candidate_id")
-    row = _first(con, "SELECT * FROM pools.gold_labels QUALIFY row_number() OVER (PARTITION BY candidate_id, attribute "
-                      "ORDER BY ord) > 1 ORDER BY ord LIMIT 1")
+    row = _repeated(con, "pools.gold_labels", "candidate_id, attribute")
     if row:
         fail(f"candidate {shown(row['candidate_id'])} has two gold labels for {shown(row['attribute'])}", row,
              "attribute")
@@ -216,8 +226,7 @@ def check_scores(con: duckdb.DuckDBPyConnection, run: StagedRun, alias: str) -> 
     """Raise InputError unless there is exactly one score per candidate (`pools.check_scores`)."""
     scores = f"{identifier(alias)}.scores"
     where = {"file": run.source_file, "field": "scores"}
-    row = _first(con, f"SELECT candidate_id FROM {scores} QUALIFY row_number() OVER (PARTITION BY candidate_id "
-                      "ORDER BY ord) > 1 ORDER BY ord LIMIT 1")
+    row = _repeated(con, scores, "candidate_id")
     if row:
         raise InputError(f"candidate {shown(row['candidate_id'])} is scored twice", **where)
     row = _first(con, f"SELECT min(candidate_id) AS id, count(*) AS n FROM (SELECT candidate_id FROM {scores} "
@@ -256,9 +265,7 @@ def check_ratings(con: duckdb.DuckDBPyConnection, run: StagedRun, alias: str) ->
     row = first("status <> 'ok' AND rating IS NOT NULL")
     if row:
         fail(row, "rating", f"a call with status {shown(row['status'])} has no rating (only 'ok' calls carry one)")
-    row = _first(con, f"SELECT *, min(line) OVER (PARTITION BY candidate_id, condition) AS earlier FROM {calls} "
-                      "QUALIFY row_number() OVER (PARTITION BY candidate_id, condition ORDER BY ord) > 1 "
-                      "ORDER BY ord LIMIT 1")
+    row = _repeated(con, calls, "candidate_id, condition")
     if row:
         fail(row, "candidate_id", f"duplicate call: candidate {shown(row['candidate_id'])} under condition "
                                   f"{shown(row['condition'])} was already recorded on line {row['earlier']}")
@@ -273,9 +280,7 @@ def check_answers(con: duckdb.DuckDBPyConnection, run: StagedRun, alias: str) ->
     if row:
         raise InputError(f"unknown candidate id {shown(row['candidate_id'])}", file=run.source_file, line=row["line"],
                          field="candidate_id")
-    row = _first(con, f"SELECT *, min(line) OVER (PARTITION BY candidate_id, condition, attribute) AS earlier "
-                      f"FROM {answers} QUALIFY row_number() OVER (PARTITION BY candidate_id, condition, attribute "
-                      "ORDER BY ord) > 1 ORDER BY ord LIMIT 1")
+    row = _repeated(con, answers, "candidate_id, condition, attribute")
     if row:
         raise InputError(f"duplicate answer: candidate {shown(row['candidate_id'])} attribute {shown(row['attribute'])} "
                          f"under condition {shown(row['condition'])} was already given on line {row['earlier']}",

@@ -56,14 +56,18 @@ class Workspace:
 
     def __init__(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="judge-audit-staging-"))
-        self.con = connect_private(":memory:", self.folder)
+        self.con = _connect(self.folder)
         self._made = 0
         self._finalizer = weakref.finalize(self, _discard, self.con, self.folder)
 
     def staging(self, alias: str | None = None) -> Staging:
         """A new, empty staging database in this workspace, attached as `alias` (default: a fresh name)."""
+        return Staging(self, alias or self.fresh_alias())
+
+    def fresh_alias(self) -> str:
+        """A name no staging database of this workspace has."""
         self._made += 1
-        return Staging(self, alias or f"staged_{self._made}")
+        return f"staged_{self._made}"
 
     @property
     def open(self) -> bool:
@@ -121,11 +125,9 @@ class Staging:
             return
         path = self.detach()
         previous, owned = self.workspace, self.owned
-        joined = workspace.staging()
-        joined.detach()
-        joined.path.unlink(missing_ok=True)
-        path.rename(joined.path)
-        self.workspace, self.alias, self.path, self.owned = workspace, joined.alias, joined.path, False
+        alias = workspace.fresh_alias()
+        self.workspace, self.alias, self.path, self.owned = workspace, alias, workspace.folder / f"{alias}.duckdb", False
+        path.rename(self.path)
         self._attach()
         if owned:
             previous.close()
@@ -144,11 +146,11 @@ def _quoted(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def connect_private(path: Path | str, spill: Path) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection for work of our own: no extensions, bounded memory, spilling to `spill`."""
-    config = {**NO_EXTENSIONS, "memory_limit": MEMORY_LIMIT, "temp_directory": str(spill / "spill"),
+def _connect(folder: Path) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB instance for work of our own: no extensions, bounded memory, spilling to `folder`."""
+    config = {**NO_EXTENSIONS, "memory_limit": MEMORY_LIMIT, "temp_directory": str(folder / "spill"),
               "preserve_insertion_order": True}
-    return duckdb.connect(str(path), config=config)
+    return duckdb.connect(":memory:", config=config)
 
 
 @contextlib.contextmanager
@@ -199,6 +201,9 @@ def load_raw(stage: Staging, path: Path, known: Callable[[str], bool]) -> RawTab
             opened = f"/proc/self/fd/{handle.fileno()}" if Path("/proc/self/fd").is_dir() else str(path)
             load = {".parquet": _load_parquet, ".csv": _load_csv, ".jsonl": _load_jsonl}[kind]
             raw = load(stage.con, path, opened, known)
+    except (duckdb.IOException, duckdb.OutOfMemoryException):  # a full disk, no memory: nothing to read instead
+        handle.close()
+        raise
     except (duckdb.Error, pa.ArrowException, OSError):  # refused, or not read: the readers say why
         drop_work(stage)
         stage.con.execute("DROP TABLE IF EXISTS objects")

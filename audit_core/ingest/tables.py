@@ -220,6 +220,8 @@ def _stage_file(path: Path, known: Callable[[str], bool], fast: Callable[[Stagin
         raw = staging.load_raw(stage, path, known)
         try:
             staged_fast = raw is not None and fast(stage, raw)
+        except (duckdb.IOException, duckdb.OutOfMemoryException):  # a full disk, no memory: nothing to read instead
+            raise
         except duckdb.Error:  # DuckDB could not read all of it (a damaged Parquet page, say): the readers say why
             staged_fast = False
         finally:
