@@ -11,7 +11,7 @@ import shutil
 import choix
 import numpy as np
 import pytest
-from scipy.optimize import check_grad
+from scipy.optimize import approx_fprime, check_grad, minimize
 
 from audit_core import store
 from audit_core.errors import InputError
@@ -37,10 +37,15 @@ from audit_core.selection.debiased import (
     seconds_per_prompt,
     slot_prior,
 )
-from audit_core.stats.id_hash import id_hash
-from audit_core.selection.debiased.plackett_luce import penalised_objective, ranking_stages
+from audit_core.selection.debiased.plackett_luce import (
+    newton_direction,
+    penalised_hessian,
+    penalised_objective,
+    ranking_stages,
+)
 from audit_core.selection.debiased.ties import best_of, tie_order
 from audit_core.selection.votes import majority_vote, valid_picks
+from audit_core.stats.id_hash import id_hash
 from tests.support.debiased import plackett_luce_rankings, rotated_calls
 from tests.support.judge_change import ingest_main_with_8b
 from tests.support.paths import JUDGEACTS_MAIN
@@ -260,6 +265,45 @@ def test_plackett_luce_gradient_is_the_derivative_of_its_objective():
     error = check_grad(lambda v: penalised_objective(v, stages, n_theta, 0.1)[0],
                        lambda v: penalised_objective(v, stages, n_theta, 0.1)[1], x)
     assert error < 1e-4 * np.linalg.norm(penalised_objective(x, stages, n_theta, 0.1)[1])
+
+
+def dense_hessian(calls, params: np.ndarray, ridge: float) -> np.ndarray:
+    """The blocks of `penalised_hessian` laid out as one dense matrix over (θ, β_B, …)."""
+    n, width = calls.n_prompts, calls.width
+    blocks = penalised_hessian(params, ranking_stages(calls), n, width, ridge)
+    n_theta, n_slots = n * width, blocks.slots.shape[0]
+    dense = np.zeros((n_theta + n_slots, n_theta + n_slots))
+    for p in range(n):
+        rows = slice(p * width, (p + 1) * width)
+        dense[rows, rows] = blocks.strengths[p]
+        dense[rows, n_theta:] = blocks.cross[p]
+        dense[n_theta:, rows] = blocks.cross[p].T
+    dense[n_theta:, n_theta:] = blocks.slots
+    return dense
+
+
+def test_plackett_luce_hessian_is_the_derivative_of_its_gradient_and_the_step_solves_it():
+    calls, _ = simulated_rankings(10, [3, 4], 3, np.array([0.0, -0.5, -1.0, -0.2]), seed=5)
+    stages, n_theta = ranking_stages(calls), calls.n_prompts * calls.width
+    x = np.random.default_rng(9).normal(size=n_theta + 3)
+    dense = dense_hessian(calls, x, 0.1)
+    numeric = np.array([approx_fprime(x, lambda v: penalised_objective(v, stages, n_theta, 0.1)[1][i], 1e-6)
+                        for i in range(len(x))])
+    assert np.abs(dense - numeric).max() < 1e-4  # forward differences of step 1e-6: error O(1e-6)
+    gradient = penalised_objective(x, stages, n_theta, 0.1)[1]
+    step = newton_direction(penalised_hessian(x, stages, calls.n_prompts, calls.width, 0.1), gradient)
+    assert np.allclose(step, -np.linalg.solve(dense, gradient), rtol=0, atol=1e-10)  # the Schur complement is exact
+
+
+def test_plackett_luce_with_slot_effects_agrees_with_an_independent_optimiser():
+    calls, _ = simulated_rankings(30, [3, 4], 3, np.array([0.0, -0.7, -1.1, -0.4]), seed=11)
+    fit = plackett_luce_fit(calls)
+    stages, n_theta = ranking_stages(calls), calls.n_prompts * calls.width
+    reference = minimize(penalised_objective, np.zeros(n_theta + 3), args=(stages, n_theta, 0.1), jac=True,
+                         method="BFGS", options={"gtol": 1e-11, "maxiter": 10_000}).x
+    theta = reference[:n_theta].reshape(calls.n_prompts, calls.width)
+    assert np.nanmax(np.abs(fit.theta - np.where(np.isnan(fit.theta), np.nan, theta))) < 1e-6
+    assert np.abs(fit.beta[1:] - reference[n_theta:]).max() < 1e-6 and fit.converged
 
 
 def test_plackett_luce_recovers_known_slot_effects():
