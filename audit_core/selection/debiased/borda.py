@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from audit_core.selection.debiased.calls import OrderedCalls
-from audit_core.selection.debiased.ties import best_of, tie_order
+from audit_core.selection.debiased.ties import best_of
 
 
 @dataclass(frozen=True)
@@ -58,5 +58,5 @@ def borda_picks(calls: OrderedCalls) -> BordaPicks:
     points = borda_points(calls)
     acted = calls.valid.any(axis=1)
     full = calls.full_ranking.all(axis=1)
-    pick = best_of(points, calls.mask & acted[:, None], tie_order(calls.prompt_ids, calls.candidate_ids, calls.mask))
+    pick = best_of(points, calls.mask & acted[:, None], calls.tie_ranks)
     return BordaPicks(pick=pick, points=points, full=full, fallback=acted & ~full, abstained=~acted)

@@ -17,7 +17,7 @@ import numpy as np
 from audit_core.selection.debiased.calls import OrderedCalls
 from audit_core.selection.debiased.slot_prior import cross_fitted_priors
 from audit_core.selection.debiased.subsets import DEFAULT_FOLDS, folds
-from audit_core.selection.debiased.ties import best_of, tie_order
+from audit_core.selection.debiased.ties import best_of
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,6 @@ def calibrated_picks(calls: OrderedCalls, n_folds: int = DEFAULT_FOLDS) -> Calib
     scores = np.zeros(calls.mask.shape)
     np.add.at(scores, (p, calls.picks[p, k]), weight)
     acted = valid.any(axis=1)
-    pick = best_of(scores, calls.mask & acted[:, None], tie_order(calls.prompt_ids, calls.candidate_ids, calls.mask))
+    pick = best_of(scores, calls.mask & acted[:, None], calls.tie_ranks)
     return CalibratedPicks(pick=pick, scores=np.where(calls.mask, scores, np.nan), fold=fold, priors=priors,
                            partial=acted & ~valid.all(axis=1), abstained=~acted)

@@ -18,6 +18,7 @@ import pandas as pd
 from audit_core import store
 from audit_core.errors import InputError
 from audit_core.selection.data import SelectionData
+from audit_core.selection.debiased.ties import tie_order
 
 ABSENT = -1  # no candidate: a slot beyond the pool, a rank past the ranking, an order without a call
 
@@ -36,6 +37,8 @@ class OrderedCalls:
     label_probs: (P, K, M) the recorded probability of slot s's label in order k's call (0 for an
       offered label the record leaves out); NaN across a call that recorded none, and beyond the pool.
     seconds: (P, K) the call's recorded seconds, NaN where none.
+    tie_ranks: (P, M) each candidate's rank in its pool's tie order (`ties.tie_order`, the same for every
+      judge of a dataset, so `ordered_calls` hashes the ids once); computed from the ids when not given.
     """
 
     judge: str
@@ -47,6 +50,11 @@ class OrderedCalls:
     rankings: np.ndarray
     label_probs: np.ndarray
     seconds: np.ndarray
+    tie_ranks: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.tie_ranks is None:
+            object.__setattr__(self, "tie_ranks", tie_order(self.prompt_ids, self.candidate_ids, self.mask))
 
     @property
     def n_prompts(self) -> int:
@@ -138,7 +146,8 @@ def ordered_calls(data: SelectionData, calls: pd.DataFrame, judges: Sequence[str
     shown = shown.assign(canonical_index=column_of.loc[shown["candidate_id"]].to_numpy())
     ranked = _listed(calls, "ranking", "label", "rank")
     row_of = pd.Series(np.arange(data.n_prompts), index=data.prompts["prompt_id"].to_numpy())
-    return {judge: _ordered(data, judge, *(f[f["judge"] == judge] for f in (calls, shown, ranked)), row_of)
+    ties = tie_order(data.prompts["prompt_id"].to_numpy(dtype=object), data.candidate_ids, data.mask)
+    return {judge: _ordered(data, judge, *(f[f["judge"] == judge] for f in (calls, shown, ranked)), row_of, ties)
             for judge in judges}
 
 
@@ -151,7 +160,7 @@ def _listed(calls: pd.DataFrame, column: str, item: str, position: str) -> pd.Da
 
 
 def _ordered(data: SelectionData, judge: str, calls: pd.DataFrame, shown: pd.DataFrame, ranked: pd.DataFrame,
-             row_of: pd.Series) -> OrderedCalls:
+             row_of: pd.Series, tie_ranks: np.ndarray) -> OrderedCalls:
     n, width, k = data.n_prompts, data.mask.shape[1], data.n_orders(judge)
     slot_order = np.full((n, k, width), ABSENT, dtype=np.int64)
     slot_order[row_of.loc[shown["prompt_id"]].to_numpy(), shown["order_index"].to_numpy(),
@@ -188,6 +197,7 @@ def _ordered(data: SelectionData, judge: str, calls: pd.DataFrame, shown: pd.Dat
         rankings=rankings,
         label_probs=label_probs,
         seconds=seconds,
+        tie_ranks=tie_ranks,
     )
 
 

@@ -31,12 +31,13 @@ so the picks are what the policy uses.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy import sparse
 
 from audit_core.selection.debiased.calls import ABSENT, OrderedCalls
-from audit_core.selection.debiased.ties import best_of, tie_order
+from audit_core.selection.debiased.ties import best_of
 
 DEFAULT_RIDGE = 0.1
 PL_TIE_TOLERANCE = 1e-6  # θ agreeing this closely are equal (the fit stops within about 1e-7 of its optimum)
@@ -50,14 +51,50 @@ MIN_STEP = 1e-12
 class Stages:
     """Every choice the rankings record: in stage t the image `chosen[t]` was taken out of the images
     `images[t, :]` (chosen first; ABSENT padding), shown in slots `slots[t, :]` (images index θ as
-    prompt · M + canonical index)."""
+    prompt · width + canonical index, for n_prompts prompts). The index arrays the fit reads at every
+    step are computed once (cached)."""
 
     images: np.ndarray
     slots: np.ndarray
+    n_prompts: int
+    width: int
 
-    @property
+    @cached_property
     def present(self) -> np.ndarray:
         return self.images >= 0
+
+    @cached_property
+    def entry_images(self) -> np.ndarray:
+        """θ index of every present entry, row by row."""
+        return self.images[self.present]
+
+    @cached_property
+    def entry_slots(self) -> np.ndarray:
+        """Slot of every present entry, row by row."""
+        return self.slots[self.present]
+
+    @cached_property
+    def entry_rows(self) -> np.ndarray:
+        """Stage of every present entry."""
+        return np.nonzero(self.present)[0]
+
+    @cached_property
+    def per_prompt(self) -> sparse.csr_matrix:
+        """(P, T) 1 where stage t is a choice of prompt p: sums stage quantities per prompt."""
+        n = len(self.images)
+        return sparse.csr_matrix((np.ones(n), (self.images[:, 0] // self.width, np.arange(n))),
+                                 shape=(self.n_prompts, n))
+
+    def log_weights(self, params: np.ndarray) -> np.ndarray:
+        """(T, width) the log-softmax of the utilities θ_image + β_slot over each stage's images (−∞
+        where absent); params = (θ, β_B, …) or θ alone."""
+        n_theta = self.n_prompts * self.width
+        utility = np.full(self.images.shape, -np.inf)
+        utility[self.present] = params[self.entry_images]
+        if len(params) > n_theta:
+            utility[self.present] += np.concatenate([[0.0], params[n_theta:]])[self.entry_slots]
+        utility -= utility.max(axis=1, keepdims=True)
+        return utility - np.log(np.exp(utility).sum(axis=1, keepdims=True))
 
 
 @dataclass(frozen=True)
@@ -105,7 +142,7 @@ def ranking_stages(calls: OrderedCalls) -> Stages:
     first = first[:, :width]
     images.append(_global(first, p, width))
     slots.append(_slots(slot_of, p, k, first))
-    return Stages(np.concatenate(images), np.concatenate(slots))
+    return Stages(np.concatenate(images), np.concatenate(slots), calls.n_prompts, width)
 
 
 def _global(local: np.ndarray, prompts: np.ndarray, width: int) -> np.ndarray:
@@ -124,21 +161,15 @@ def _absent_last(rows: np.ndarray) -> np.ndarray:
 
 def penalised_objective(params: np.ndarray, stages: Stages, n_theta: int, ridge: float) -> tuple[float, np.ndarray]:
     """(−log-likelihood + (ridge/2)·‖params‖², its gradient) at params = (θ (n_theta), β_B, β_C, …)."""
-    present = stages.present
-    utility = np.where(present, params[np.maximum(stages.images, 0)], -np.inf)
-    if len(params) > n_theta:
-        beta = np.concatenate([[0.0], params[n_theta:]])
-        utility += beta[np.maximum(stages.slots, 0)]
-    top = utility.max(axis=1, keepdims=True)
-    weight = np.exp(utility - top)
-    total = weight.sum(axis=1, keepdims=True)
-    value = -(utility[:, 0] - top[:, 0] - np.log(total[:, 0])).sum() + 0.5 * ridge * float(params @ params)
-    weight /= total
+    log_weight = stages.log_weights(params)
+    value = -log_weight[:, 0].sum() + 0.5 * ridge * float(params @ params)
+    weight = np.exp(log_weight)
     weight[:, 0] -= 1.0  # d(−log P)/du = softmax − 1[chosen]
+    entries = weight[stages.present]
     gradient = ridge * params
-    gradient[:n_theta] += np.bincount(stages.images[present], weights=weight[present], minlength=n_theta)
+    gradient[:n_theta] += np.bincount(stages.entry_images, weights=entries, minlength=n_theta)
     if len(params) > n_theta:
-        gradient[n_theta:] += np.bincount(stages.slots[present], weights=weight[present], minlength=len(beta))[1:]
+        gradient[n_theta:] += np.bincount(stages.entry_slots, weights=entries, minlength=len(params) - n_theta + 1)[1:]
     return value, gradient
 
 
@@ -160,32 +191,22 @@ def penalised_hessian(params: np.ndarray, stages: Stages, n_prompts: int, width:
     prompt gathers diag(w) − w wᵀ over its stages, the cross block w_c (1[c shown in s] − v_s), the
     slot block diag(v) − v vᵀ over every stage; the ridge adds ridge·I.
     """
-    present = stages.present
-    n_theta = n_prompts * width
-    utility = np.where(present, params[np.maximum(stages.images, 0)], -np.inf)
-    n_slots = len(params) - n_theta
-    if n_slots:
-        utility += np.concatenate([[0.0], params[n_theta:]])[np.maximum(stages.slots, 0)]
-    weight = np.exp(utility - utility.max(axis=1, keepdims=True))
-    weight /= weight.sum(axis=1, keepdims=True)
-    row, entry = np.nonzero(present)
-    image = stages.images[row, entry] % width
-    on_image = np.zeros((len(weight), width))
-    on_image[row, image] = weight[row, entry]
-    per_prompt = sparse.csr_matrix((np.ones(len(weight)), (stages.images[:, 0] // width, np.arange(len(weight)))),
-                                   shape=(n_prompts, len(weight)))
-    stage_strengths = -on_image[:, :, None] * on_image[:, None, :]
-    stage_strengths[:, np.arange(width), np.arange(width)] += on_image
-    strengths = (per_prompt @ stage_strengths.reshape(len(weight), -1)).reshape(n_prompts, width, width)
-    strengths[:, np.arange(width), np.arange(width)] += ridge
+    n_stages, n_theta, n_slots = len(stages.images), n_prompts * width, len(params) - n_prompts * width
+    weight = np.exp(stages.log_weights(params))
+    w, image, slot = weight[stages.present], stages.entry_images % width, stages.entry_slots
+    on_image, on_slot = np.zeros((n_stages, width)), np.zeros((n_stages, width))
+    on_image[stages.entry_rows, image] = w
+    on_slot[stages.entry_rows, slot] = w
+    both = np.concatenate([on_image, on_slot], axis=1) if n_slots else on_image
+    outer = (stages.per_prompt @ (on_image[:, :, None] * both[:, None, :]).reshape(n_stages, -1)).reshape(
+        n_prompts, width, -1)
+    strengths = -outer[:, :, :width]
+    strengths[:, np.arange(width), np.arange(width)] += (
+        np.bincount(stages.entry_images, w, minlength=n_theta).reshape(n_prompts, width) + ridge)
     if not n_slots:
         return Hessian(strengths, np.zeros((n_prompts, width, 0)), np.zeros((0, 0)))
-    on_slot = np.zeros((len(weight), width))
-    on_slot[row, stages.slots[row, entry]] = weight[row, entry]
-    shown_in = np.zeros((len(weight), width, width))
-    shown_in[row, image, stages.slots[row, entry]] = 1.0
-    stage_cross = on_image[:, :, None] * (shown_in - on_slot[:, None, :])
-    cross = (per_prompt @ stage_cross.reshape(len(weight), -1)).reshape(n_prompts, width, width)
+    cross = np.bincount(stages.entry_images * width + slot, w, minlength=n_theta * width).reshape(
+        n_prompts, width, width) - outer[:, :, width:]
     slot_block = np.diag(on_slot.sum(axis=0)) - on_slot.T @ on_slot
     return Hessian(strengths, cross[:, :, 1:], slot_block[1:, 1:] + ridge * np.eye(n_slots))
 
@@ -243,7 +264,7 @@ def plackett_luce_fit(calls: OrderedCalls, ridge: float = DEFAULT_RIDGE, slot_ef
     eligible = calls.mask & acted[:, None]
     penalty = 0.5 * ridge * float(params @ params)
     return PlackettLuceFit(
-        pick=best_of(theta, eligible, tie_order(calls.prompt_ids, calls.candidate_ids, calls.mask), PL_TIE_TOLERANCE),
+        pick=best_of(theta, eligible, calls.tie_ranks, PL_TIE_TOLERANCE),
         theta=np.where(eligible, theta, np.nan),
         beta=beta,
         full=full,

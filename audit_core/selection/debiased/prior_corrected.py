@@ -20,7 +20,7 @@ import numpy as np
 from audit_core.selection.debiased.calls import OrderedCalls
 from audit_core.selection.debiased.slot_prior import slot_prior
 from audit_core.selection.debiased.subsets import DEFAULT_CALIBRATION_FRACTION, calibration_subset
-from audit_core.selection.debiased.ties import best_of, tie_order
+from audit_core.selection.debiased.ties import best_of
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,6 @@ def prior_corrected_picks(calls: OrderedCalls, fraction: float = DEFAULT_CALIBRA
     p, s = np.nonzero(usable[:, None] & (shown >= 0))
     corrected[p, shown[p, s]] = q[p, s]
     eligible = calls.mask & usable[:, None]
-    pick = best_of(corrected, eligible, tie_order(calls.prompt_ids, calls.candidate_ids, calls.mask))
+    pick = best_of(corrected, eligible, calls.tie_ranks)
     return PriorCorrectedPicks(pick=pick, corrected=corrected, prior=prior, calibration=subset,
                                without_probs=~usable)
