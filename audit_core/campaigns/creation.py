@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
+import numpy as np
+import pandas as pd
 
 from audit_core import store
 from audit_core.attributes.taxonomy import Taxonomy
@@ -137,17 +139,30 @@ def create_campaign(
         con.execute("INSERT INTO campaigns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
             dataset, name, task, pool, outcome, plan, size, overlap, seed, json.dumps(list(names)), scale_json,
             taxonomy_json, text, hashlib.sha256(text.encode()).hexdigest(), json.dumps(record), utc_now()])
-        con.executemany("INSERT INTO campaign_items VALUES (?, ?, ?, ?, ?, ?, ?)", [
-            [dataset, name, d.item_id, i, d.prompt_id, json.dumps(list(d.candidate_ids)), d.stratum]
-            for i, d in enumerate(drawn)])
+        items = pd.DataFrame({"dataset_id": dataset, "campaign": name, "item_id": [d.item_id for d in drawn],
+                              "position": np.arange(len(drawn), dtype=np.int32),
+                              "prompt_id": [d.prompt_id for d in drawn],
+                              "candidate_ids_json": [json.dumps(list(d.candidate_ids)) for d in drawn],
+                              "stratum": [d.stratum for d in drawn]})
+        _insert(con, "campaign_items", items)
         if names:
-            con.executemany("INSERT INTO campaign_assignments VALUES (?, ?, ?, ?)", [
-                [dataset, name, d.item_id, names[(i * overlap + j) % len(names)]]
-                for i, d in enumerate(drawn) for j in range(overlap)])
+            position, slot = np.divmod(np.arange(len(drawn) * overlap), overlap)
+            _insert(con, "campaign_assignments", pd.DataFrame({
+                "dataset_id": dataset, "campaign": name, "item_id": items["item_id"].to_numpy()[position],
+                "annotator": np.array(names, dtype=object)[(position * overlap + slot) % len(names)]}))
         if store_taxonomy:
             store.insert_records(con, "taxonomies", [TaxonomyRecord(dataset, labels.name, labels.version,
                                                                      labels.sha256, labels.to_json())])
     return load_campaign(con, dataset, name)
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame) -> None:
+    """Append `frame` (columns in the table's order) to one of the campaign tables in one statement."""
+    con.register("_campaign_rows", frame)
+    try:
+        con.execute(f"INSERT INTO {table} SELECT * FROM _campaign_rows")
+    finally:
+        con.unregister("_campaign_rows")
 
 
 def draw_record(con: duckdb.DuckDBPyConnection, campaign: Campaign) -> dict:

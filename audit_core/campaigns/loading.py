@@ -78,9 +78,8 @@ def load_items(con: duckdb.DuckDBPyConnection, campaign: Campaign, item_ids: lis
         params.append(list(item_ids))
     rows = con.execute(sql + " ORDER BY i.position", params).fetchall()
     paths = dict(con.execute(
-        "SELECT c.candidate_id, c.image_path FROM candidates c JOIN campaign_items i "
-        "ON c.dataset_id = i.dataset_id AND c.prompt_id = i.prompt_id WHERE i.dataset_id = ? AND i.campaign = ?",
-        [campaign.dataset, campaign.name]).fetchall())
+        "SELECT candidate_id, image_path FROM candidates WHERE dataset_id = ? AND list_contains(?, prompt_id)",
+        [campaign.dataset, sorted({r[1] for r in rows})]).fetchall())
     items = {r[0]: Item(campaign.name, r[0], r[1], r[2], tuple(json.loads(r[3])),
                         tuple(paths.get(c) for c in json.loads(r[3]))) for r in rows}
     order = item_ids if item_ids is not None else [r[0] for r in rows]
