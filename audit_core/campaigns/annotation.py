@@ -22,12 +22,17 @@ new fingerprint and cached audits are recomputed, with no stamp of our own to bu
 An annotator who already has a vote on a candidate in the pool (imported, or from another
 campaign) is not offered items holding it, and submitting one is refused: `votes` keeps one
 vote per (candidate, outcome, pool, annotator).
+
+The acts of one process run one at a time (a lock around each transaction), so cursors used by
+several threads (the app's sessions) never interleave two recomputations of one consensus; the
+submissions table's primary key keeps a submission single against any other connection too.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Mapping
 
 import duckdb
@@ -39,6 +44,10 @@ from audit_core.stats.id_hash import id_hash
 from audit_core.store.records import utc_now
 from audit_core.user_text import BLANK, blank, shown
 
+# One act at a time in a process (DuckDB lets one process write a file): under snapshot isolation two
+# concurrent recomputations of one consensus would each insert it, the bulk tables keeping their keys by
+# their writers rather than an index (`store.schema`).
+_WRITES = threading.Lock()
 ORDER_PURPOSE = "campaign-order"
 SHOWN_PURPOSE = "campaign-shown"
 Answer = Mapping[str, float] | float | Mapping[str, str]
@@ -227,7 +236,7 @@ def submit(con: duckdb.DuckDBPyConnection, campaign: Campaign, annotator: str, i
         raise CampaignError(f"the shown order {shown_ids!r} is not the item's candidates", field="shown")
     seconds = _seconds(seconds)
     try:
-        with store.transaction(con):
+        with _WRITES, store.transaction(con):
             status = _status(con, campaign, annotator, item_id)
             if status == "rated":
                 raise _AlreadyRated
@@ -257,7 +266,7 @@ def skip(con: duckdb.DuckDBPyConnection, campaign: Campaign, annotator: str, ite
     annotator = _annotator(campaign, annotator)
     _assigned_item(con, campaign, annotator, item_id)
     try:
-        with store.transaction(con):
+        with _WRITES, store.transaction(con):
             if _status(con, campaign, annotator, item_id) is None:
                 con.execute("INSERT INTO campaign_submissions VALUES (?, ?, ?, ?, 'skipped', NULL, NULL, NULL, ?, ?)",
                             [campaign.dataset, campaign.name, annotator, item_id,
@@ -282,7 +291,7 @@ def revise_last(con: duckdb.DuckDBPyConnection, campaign: Campaign, annotator: s
     stored = checked_answer(campaign, item, answer)
     seconds = _seconds(seconds)
     ds, name = campaign.dataset, campaign.name
-    with store.transaction(con):
+    with _WRITES, store.transaction(con):
         if campaign.task == "labels":
             con.execute("DELETE FROM campaign_labels WHERE dataset_id = ? AND campaign = ? AND annotator = ? AND "
                         "candidate_id = ?", [ds, name, annotator, item.candidate_ids[0]])

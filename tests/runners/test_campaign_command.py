@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
@@ -20,6 +22,7 @@ from runners import campaign as command
 from runners import ingest
 from tests.support.judgeacts import ingest_main_split
 from tests.support.labels import write_label_dataset
+from tests.support.paths import REPO
 from tests.support.pools import write_tiny_dataset
 
 BLANKS = st.text(alphabet=" \t\n\u00a0\u200b\u200e\ufeff\u3000", max_size=4)
@@ -99,6 +102,9 @@ def test_create_draws_and_records_the_campaign_and_status_reports_it(main_db, tm
     assert (campaign.seed, campaign.plan, campaign.annotators) == (5, "gate:qwen agree>=3/3:kept=0.25",
                                                                   ("ann", "bob", "cy"))
     assert cp.draw_record(con, campaign)["strata"]["kept"]["quota"] == 5
+    sides = dict(con.execute("SELECT stratum, count(*) FROM campaign_items WHERE campaign = 'new' GROUP BY stratum")
+                 .fetchall())
+    assert sides == {"kept": 5, "rejected": 15}
     con.close()
     assert command.main(["status", "--db", str(db), "--dataset", "main", "--campaign", "new", "--resamples", "50"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -202,3 +208,10 @@ def test_export_needs_a_csv_or_parquet_name_and_commands_need_an_existing_store(
         assert "--db" in capsys.readouterr().err and not missing.exists()
     assert command.main(["status", "--db", str(main_db), "--dataset", "main", "--campaign", "nope"]) == 2
     assert "no campaign 'nope'" in capsys.readouterr().err
+
+
+def test_the_command_refuses_in_one_line_without_a_traceback(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "runners.campaign", "status", "--db", str(tmp_path / "none.duckdb"),
+                           "--dataset", "d", "--campaign", "c"], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ") and "--db" in done.stderr

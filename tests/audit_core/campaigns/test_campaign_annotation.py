@@ -251,3 +251,33 @@ def test_label_votes_make_the_gold_label_by_majority_and_a_tie_abstains(labels_c
     with pytest.raises(cp.CampaignError, match="not a label of gender"):
         cp.submit(con, campaign, "ann", cp.load_items(con, campaign)[1].item_id, {**base, "gender": "Male"},
                   (cp.load_items(con, campaign)[1].item_id,), 1.0)
+
+
+def test_annotators_submitting_at_once_store_every_vote_once_and_one_consensus(tiny_db):
+    con = store.connect(tiny_db)
+    campaign = cp.create_campaign(con, "tiny", "rush", "alignment", "crowd", "uniform", 8, 6, new_pool=True)
+    items = cp.load_items(con, campaign)
+    names = [f"u{i}" for i in range(6)]
+    start = threading.Barrier(2 * len(names))
+    results, errors = [], []
+
+    def annotate(name, cursor):  # two sessions (cursors) of every annotator post every item at the same time
+        for item in items:
+            start.wait()
+            try:
+                results.append(cp.submit(cursor, campaign, name, item.item_id, answer_for(item, 1.0),
+                                          item.candidate_ids, 1.0))
+            except Exception as err:  # noqa: BLE001 - collected to fail the test with the reason
+                errors.append(err)
+
+    threads = [threading.Thread(target=annotate, args=(n, con.cursor())) for n in names for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and results.count(True) == len(names) * len(items) == results.count(False)
+    candidates = sum(len(i.candidate_ids) for i in items)
+    assert con.execute("SELECT count(*) FROM votes WHERE pool = 'crowd'").fetchone() == (candidates * len(names),)
+    assert con.execute("SELECT count(*), min(n), max(n) FROM ratings WHERE pool = 'crowd'").fetchone() == (
+        candidates, len(names), len(names))
+    con.close()
