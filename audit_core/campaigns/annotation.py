@@ -42,7 +42,7 @@ from audit_core.campaigns.loading import load_item
 from audit_core.campaigns.records import Campaign, CampaignError, Item
 from audit_core.stats.id_hash import id_hash
 from audit_core.store.records import utc_now
-from audit_core.user_text import BLANK, blank, shown
+from audit_core.user_text import BLANK, blank, excerpt, shown
 
 # One act at a time in a process (DuckDB lets one process write a file): under snapshot isolation two
 # concurrent recomputations of one consensus would each insert it, the bulk tables keeping their keys by
@@ -233,7 +233,7 @@ def submit(con: duckdb.DuckDBPyConnection, campaign: Campaign, annotator: str, i
     stored = checked_answer(campaign, item, answer)
     shown_ids = tuple(shown)
     if sorted(shown_ids) != sorted(item.candidate_ids):
-        raise CampaignError(f"the shown order {shown_ids!r} is not the item's candidates", field="shown")
+        raise CampaignError(f"the shown order {excerpt(repr(shown_ids))} is not the item's candidates", field="shown")
     seconds = _seconds(seconds)
     try:
         with _WRITES, store.transaction(con):
