@@ -9,7 +9,16 @@ Every function takes an open DuckDB connection; the contract is docs/campaigns.m
 """
 
 from audit_core.campaigns.access import invite, revoke, token_holder
-from audit_core.campaigns.annotation import Answer, next_item, open_items, revise_last, shown_order, skip, submit
+from audit_core.campaigns.annotation import (
+    Answer,
+    last_rated,
+    next_item,
+    open_items,
+    revise_last,
+    shown_order,
+    skip,
+    submit,
+)
 from audit_core.campaigns.creation import create_campaign, draw_record, read_instructions
 from audit_core.campaigns.export import export_table
 from audit_core.campaigns.loading import list_campaigns, load_campaign, load_item, load_items
@@ -19,7 +28,7 @@ from audit_core.campaigns.records import TASKS, Campaign, CampaignError, Item, S
 __all__ = [
     "TASKS", "Answer", "Campaign", "CampaignError", "Item", "ScalePoint",
     "create_campaign", "draw_record", "read_instructions", "list_campaigns", "load_campaign", "load_item",
-    "load_items", "next_item", "open_items", "shown_order", "submit", "skip", "revise_last",
+    "load_items", "next_item", "open_items", "last_rated", "shown_order", "submit", "skip", "revise_last",
     "progress", "reliability", "annotator_agreement", "median_seconds", "campaign_votes", "export_table",
     "invite", "revoke", "token_holder",
 ]

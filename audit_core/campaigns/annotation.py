@@ -276,22 +276,33 @@ def skip(con: duckdb.DuckDBPyConnection, campaign: Campaign, annotator: str, ite
             raise
 
 
-def revise_last(con: duckdb.DuckDBPyConnection, campaign: Campaign, annotator: str, answer: Answer,
-                seconds: float) -> Item:
-    """Replace the annotator's most recent rated submission and its votes with `answer`, in one
-    transaction; returns its item. CampaignError when they have rated nothing yet."""
+def last_rated(con: duckdb.DuckDBPyConnection, campaign: Campaign, annotator: str) -> tuple[Item, tuple[str, ...]] | None:
+    """The item of the annotator's most recent rated submission and the order it was shown in, or None."""
     annotator = _annotator(campaign, annotator)
-    row = con.execute("SELECT item_id FROM campaign_submissions WHERE dataset_id = ? AND campaign = ? AND "
+    row = con.execute("SELECT item_id, shown_json FROM campaign_submissions WHERE dataset_id = ? AND campaign = ? AND "
                       "annotator = ? AND status = 'rated' ORDER BY seq DESC LIMIT 1",
                       [campaign.dataset, campaign.name, annotator]).fetchone()
-    if row is None:
-        raise CampaignError(f"{shown(annotator)} has no answer to revise in campaign {shown(campaign.name)}",
-                            field="annotator")
-    item = load_item(con, campaign, row[0])
-    stored = checked_answer(campaign, item, answer)
+    return None if row is None else (load_item(con, campaign, row[0]), tuple(json.loads(row[1])))
+
+
+def revise_last(con: duckdb.DuckDBPyConnection, campaign: Campaign, annotator: str, answer: Answer,
+                seconds: float, item_id: str | None = None) -> Item:
+    """Replace the annotator's most recent rated submission and its votes with `answer`, in one
+    transaction; returns its item. CampaignError when they have rated nothing yet, or when `item_id`
+    is given and their most recent rated item is another (a second tab must not revise what it did not show)."""
+    annotator = _annotator(campaign, annotator)
     seconds = _seconds(seconds)
     ds, name = campaign.dataset, campaign.name
     with _WRITES, store.transaction(con):
+        last = last_rated(con, campaign, annotator)
+        if last is None:
+            raise CampaignError(f"{shown(annotator)} has no answer to revise in campaign {shown(campaign.name)}",
+                                field="annotator")
+        item = last[0]
+        if item_id is not None and item_id != item.item_id:
+            raise CampaignError(f"{shown(annotator)}'s last answer is on item {shown(item.item_id)}, not "
+                                f"{shown(item_id)}; only the last answer can be revised", field="item_id")
+        stored = checked_answer(campaign, item, answer)
         if campaign.task == "labels":
             con.execute("DELETE FROM campaign_labels WHERE dataset_id = ? AND campaign = ? AND annotator = ? AND "
                         "candidate_id = ?", [ds, name, annotator, item.candidate_ids[0]])

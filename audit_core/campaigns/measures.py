@@ -157,7 +157,8 @@ def progress(con: duckdb.DuckDBPyConnection, campaign: Campaign) -> pd.DataFrame
     else:
         names = sorted(acted["annotator"])
         targets = pd.Series(campaign.size, index=names, dtype=int)
-    out = pd.DataFrame({"annotator": names}).merge(acted, on="annotator", how="left")
+    out = pd.DataFrame({"annotator": pd.Series(names, dtype=object)}).merge(
+        acted.astype({"annotator": object}), on="annotator", how="left")
     out["pool"] = campaign.pool
     out["target"] = out["annotator"].map(targets).fillna(0)
     out[["rated", "skipped", "target"]] = out[["rated", "skipped", "target"]].fillna(0).astype(int)

@@ -281,3 +281,26 @@ def test_annotators_submitting_at_once_store_every_vote_once_and_one_consensus(t
     assert con.execute("SELECT count(*), min(n), max(n) FROM ratings WHERE pool = 'crowd'").fetchone() == (
         candidates, len(names), len(names))
     con.close()
+
+
+def test_last_rated_gives_the_latest_item_and_its_shown_order_and_revise_checks_the_item(con):
+    campaign = alignment_campaign(con)
+    assert cp.last_rated(con, campaign, "ann") is None
+    first = cp.next_item(con, campaign, "ann")
+    cp.submit(con, campaign, "ann", first.item_id, answer_for(first), cp.shown_order(campaign, "ann", first), 1.0)
+    second = cp.next_item(con, campaign, "ann")
+    shown = tuple(reversed(second.candidate_ids))
+    cp.submit(con, campaign, "ann", second.item_id, answer_for(second), shown, 1.0)
+    cp.skip(con, campaign, "ann", cp.next_item(con, campaign, "ann").item_id)
+    assert cp.last_rated(con, campaign, "ann") == (second, shown)
+    before = table_state(con)
+    with pytest.raises(cp.CampaignError, match="only the last answer") as err:
+        cp.revise_last(con, campaign, "ann", answer_for(first, 1.0), 1.0, item_id=first.item_id)
+    assert err.value.field == "item_id" and table_state(con) == before
+    assert cp.revise_last(con, campaign, "ann", answer_for(second, 0.0), 1.0, item_id=second.item_id) == second
+
+
+def test_progress_of_an_open_campaign_before_anyone_acted_is_empty(con):
+    campaign = cp.create_campaign(con, "tiny", "open", "alignment", "crowd", "uniform", 2, 2, new_pool=True)
+    progress = cp.progress(con, campaign)
+    assert progress.empty and list(progress.columns) == ["annotator", "pool", "rated", "skipped", "target"]
