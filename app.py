@@ -5,7 +5,9 @@
 sidebar picks the database (only those allowed when the app was started, see
 `app_ui.allowed`), dataset and focus judge; every page keeps its view in the URL,
 so a link restores it. A link to the app's root may name its page as
-`?page=explorer` (or detail, judges, gates, alignment, attributes, findings).
+`?page=explorer` (or detail, judges, gates, alignment, attributes, findings, annotate).
+The Annotate page draws no sidebar: a blind rater sees no judge; who may open it, and
+what an annotator's link may open, is `app_ui.access`'s.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import logging
 
 import streamlit as st
 
-from app_ui import context
+from app_ui import access, context
 
 # Page files live in app_pages/, not pages/: Streamlit would serve a pages/ directory's
 # files on their own (without this script's sidebar) to sessions that open a page URL first.
@@ -28,6 +30,7 @@ PAGES: dict[str, tuple[str, str, str]] = {
     "alignment": ("app_pages/alignment.py", "Alignment", ":material/balance:"),
     "attributes": ("app_pages/attributes.py", "Attributes", ":material/label:"),
     "findings": ("app_pages/findings.py", "Findings", ":material/description:"),
+    "annotate": ("app_pages/annotate.py", "Annotate", ":material/rate_review:"),
 }
 
 st.set_page_config(page_title="Judge Audit", page_icon=":material/gavel:", layout="wide")
@@ -35,13 +38,16 @@ pages = {
     key: st.Page(path, title=title, icon=icon, url_path=key, default=key == "overview")
     for key, (path, title, icon) in PAGES.items()
 }
-current = st.navigation(list(pages.values()))
+# An annotator reached through a secret link sees no menu of the audit's pages (`app_ui.access`).
+current = st.navigation(list(pages.values()), position="hidden" if access.annotator_visit() else "sidebar")
 requested = st.query_params.get("page")
 if current is pages["overview"] and requested in pages and requested != "overview":
     # A link to the app's root names its page in the query: go there, keeping the query.
     st.switch_page(pages[requested], query_params={k: st.query_params.get_all(k) for k in st.query_params})
 try:
-    context.sidebar()
+    access.refuse_annotator_elsewhere(current.url_path or "overview")
+    if current is not pages["annotate"]:  # the sidebar names judges; a blind rater must not see one
+        context.sidebar()
     current.run()
 except Exception as err:  # st.stop() and reruns derive from BaseException and pass through
     # The traceback names server paths: it goes to the server's log, the visitor gets one line.
