@@ -36,15 +36,25 @@ from audit_core.selection.cultural import cultural_table
 from audit_core.selection.data import SelectionData
 from audit_core.selection.debiased.calls import OrderedCalls, ordered_calls
 from audit_core.selection.debiased.specs import DEBIASED_KIND, with_debiased
+from audit_core.selection.partials import poisson_policy_frames
 from audit_core.selection.policies import PolicySpec, policy_specs
+from audit_core.selection.policy_rows import (
+    BONFERRONI_LEVEL,
+    LEVEL,
+    SIDE_OUTCOMES,
+    attach_intervals,
+    bonferroni,
+    point_row,
+    point_values,
+    policy_values,
+    side_differences,
+    value_sums,
+)
 from audit_core.selection.timing import timing_table
 from audit_core.stats import bootstrap
+from audit_core.stats.poisson import POISSON_ABOVE
 from audit_core.stats.resampling import Resampling
 from audit_core.store.schema import ERROR_OUTCOMES
-
-LEVEL = 0.95
-BONFERRONI_LEVEL = 1 - (1 - LEVEL) / len(ERROR_OUTCOMES)
-SIDE_OUTCOMES = ("image_quality", "overall")
 
 
 @dataclass(frozen=True)
@@ -180,19 +190,6 @@ def evaluated_policies(data: SelectionData, ordered: Mapping[str, OrderedCalls] 
     return out
 
 
-def _policy_values(ev: Evaluated, s: dict[str, np.ndarray], outcomes: list[str]) -> dict[str, np.ndarray]:
-    """Per-prompt values (NaN where undefined) of every policy-level mean with a fixed-n interval."""
-    values = {stat: s[stat] for stat in ("utility", "regret", "gain", "best", "random_regret")}
-    if ev.kind in ("random", "oracle"):
-        values["bmr_boot"] = s["bmr"]  # a deterministic policy's BMR gets a Wilson interval instead
-    values["bmr_delta"] = s["bmr"] - s["bmr_random"]
-    for outcome in outcomes:
-        values[f"{outcome}_delta"] = s[f"{outcome}_delta"]
-        if outcome in ERROR_OUTCOMES:
-            values[f"{outcome}_sensitive_delta"] = np.where(s[f"{outcome}_sensitive"] > 0, s[f"{outcome}_delta"], np.nan)
-    return values
-
-
 def evaluate_policies(
     data: SelectionData, everything: Sequence[Evaluated], parts: Sequence[slices.Partition], resampling: Resampling,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -205,6 +202,8 @@ def evaluate_policies(
     second). Every interval depends only on the policy's own values and `resampling`, so a
     policy gets the same numbers whichever others it is evaluated with.
     """
+    if data.n_prompts > POISSON_ABOVE:
+        return poisson_policy_frames(data, everything, parts, resampling)
     country = parts[1]
     pools = metrics.pool_measures(data.outcomes)
     evaluated = [ev for ev in everything if ev.report]
@@ -224,8 +223,8 @@ def evaluate_policies(
         if not ev.report:
             internal.append({"policy": ev.name, **{k: _mean(s[k]) for k in ("regret", "gain", "bmr")}})
             continue
-        cells += [(ev.name, stat, means.add(v, every_level=_bonferroni(stat)))
-                  for stat, v in _policy_values(ev, s, extra_outcomes).items()]
+        cells += [(ev.name, stat, means.add(v, every_level=bonferroni(stat)))
+                  for stat, v in policy_values(ev.kind, s, extra_outcomes).items()]
         sliced.append((ev.name, s, [slices.register_cells(means, part, s) for part in parts]))
         strata.append(groups.represented_strata(s["regret"], country.members))
         country_sums.append(tuple(np.bincount(country.codes, weights=np.nan_to_num(s[k]), minlength=len(country.values))
@@ -243,7 +242,7 @@ def evaluate_policies(
     long = pd.DataFrame({"policy": [c[0] for c in cells], "stat": [c[1] for c in cells], "value": estimate[index],
                          "lo": lo[index], "hi": hi[index], "lo_bonf": lo_b[index], "hi_bonf": hi_b[index]})
     long = pd.concat([long, _kept_minus_rejected(evaluated, stats, resampling)], ignore_index=True)
-    table = _attach_intervals(pd.DataFrame(points), long)
+    table = attach_intervals(pd.DataFrame(points), long)
 
     worst, disparity, covered = groups.worst_group(*(np.stack(side) for side in zip(*country_sums)))
     worst_lo, worst_hi = bootstrap.percentile_interval(bootstrap.stratified_max(strata, resampling), LEVEL)
@@ -330,26 +329,13 @@ def _kept_minus_rejected(evaluated: list[Evaluated], stats: dict[str, dict[str, 
         nothing = np.zeros(0)
         return pd.DataFrame({"policy": [], "stat": [], "value": nothing, "lo": nothing, "hi": nothing})
     x = np.column_stack(columns)
-    value = _side_differences(x.sum(axis=0, keepdims=True), len(pairs))[0]
+    value = side_differences(x.sum(axis=0, keepdims=True), len(pairs))[0]
     lo = hi = np.full(len(value), np.nan)
     if resampling.resamples > 0:
         sums = bootstrap.resampled_sums(x, resampling).totals
-        lo, hi = bootstrap.percentile_interval(_side_differences(sums, len(pairs)), LEVEL)
+        lo, hi = bootstrap.percentile_interval(side_differences(sums, len(pairs)), LEVEL)
     return pd.DataFrame({"policy": np.repeat(pairs, 2), "stat": ["gain_vs_rejected", "regret_vs_rejected"] * len(pairs),
                          "value": value, "lo": lo, "hi": hi})
-
-
-def _bonferroni(stat: str) -> bool:
-    """Whether `stat` is a cultural-error delta, which also gets a Bonferroni interval."""
-    return stat.split("_delta")[0].replace("_sensitive", "") in ERROR_OUTCOMES
-
-
-def _side_differences(sums: np.ndarray, pairs: int) -> np.ndarray:
-    """(B, 2·pairs) kept minus rejected (gain, regret) per pair from (B, 6·pairs) sums laid out
-    per pair as kept (acted, gain, regret), rejected (acted, gain, regret)."""
-    sums = sums.reshape(len(sums), pairs, 2, 3)
-    side = bootstrap.ratio(sums[..., 1:], sums[..., :1])
-    return (side[:, :, 0] - side[:, :, 1]).reshape(len(sums), -1)
 
 
 def _mean(values: np.ndarray) -> float:
@@ -357,71 +343,11 @@ def _mean(values: np.ndarray) -> float:
 
 
 def _point_row(ev: Evaluated, s: dict[str, np.ndarray], n_prompts: int) -> dict[str, object]:
-    """Point estimates that need no resampling: counts, random's matched values,
-    Wilson interval of the below-mean rate, the sensitivity variants."""
+    """`policy_rows.point_row` of a policy from its whole per-prompt statistics."""
     n = int(s["acted"].sum())
-    row: dict[str, object] = {
-        "policy": ev.name,
-        "base_judge": ev.base_judge,
-        "kind": ev.kind,
-        "threshold": ev.threshold,
-        "orders": ev.orders,
-        "partner": ev.partner,
-        "n": n,
-        "coverage": n / n_prompts if n_prompts else float("nan"),
-        "bmr": _mean(s["bmr"]),
-        "random_utility": _mean(np.where(s["acted"] > 0, s["utility"] - s["gain"], np.nan)),
-        "oracle_utility": _mean(s["utility"] + s["regret"]),
-        "bmr_random": _mean(s["bmr_random"]),
-        "best_random": _mean(s["best_random"]),
-        "regret_median": float(np.nanmedian(s["regret"])) if n else float("nan"),
-        "bmr05": _mean(s["bmr05"]),
-        "bmr05_random": _mean(s["bmr05_random"]),
-        "near_best": _mean(s["near_best"]),
-        "near_best_random": _mean(s["near_best_random"]),
-    }
-    if "overall_regret" in s:
-        row["overall_regret"] = _mean(s["overall_regret"])
-        row["overall_gain"] = _mean(s["overall_delta"])
-    deterministic = ev.kind not in ("random", "oracle")
-    wilson = metrics.wilson_interval(float(np.nansum(s["bmr"])), n) if deterministic else (np.nan, np.nan)
-    row["bmr_wilson_lo"], row["bmr_wilson_hi"] = wilson
-    for outcome in ERROR_OUTCOMES + SIDE_OUTCOMES:
-        if outcome in s:
-            rated = ~np.isnan(s[f"{outcome}_delta"])
-            row[f"{outcome}_n"] = int(rated.sum())
-            row[f"{outcome}_chosen"] = _mean(s[outcome])
-            row[f"{outcome}_random"] = _mean(np.where(rated, s[f"{outcome}_random"], np.nan))
-            if outcome in ERROR_OUTCOMES:
-                sens = rated & (s[f"{outcome}_sensitive"] > 0)
-                row[f"{outcome}_sensitive_n"] = int(sens.sum())
-                row[f"{outcome}_sensitive_chosen"] = _mean(np.where(sens, s[outcome], np.nan))
-                row[f"{outcome}_sensitive_random"] = _mean(np.where(sens, s[f"{outcome}_random"], np.nan))
-    return row
-
-
-def _attach_intervals(table: pd.DataFrame, ratio_frame: pd.DataFrame) -> pd.DataFrame:
-    """Widen (policy, stat) estimates into stat, stat_lo, stat_hi (and Bonferroni for errors)."""
-    wide = {}
-    for stat, part in ratio_frame.groupby("stat", sort=False):
-        part = part.set_index("policy")
-        wide[stat] = part["value"]
-        wide[f"{stat}_lo"] = part["lo"]
-        wide[f"{stat}_hi"] = part["hi"]
-        if _bonferroni(stat):
-            wide[f"{stat}_lo_bonf"] = part["lo_bonf"]
-            wide[f"{stat}_hi_bonf"] = part["hi_bonf"]
-    frame = table.join(pd.DataFrame(wide), on="policy")
-    deterministic = ~frame["kind"].isin(["random", "oracle"])
-    frame["bmr_lo"] = frame["bmr_wilson_lo"].where(deterministic, frame["bmr_boot_lo"])
-    frame["bmr_hi"] = frame["bmr_wilson_hi"].where(deterministic, frame["bmr_boot_hi"])
-    frame = frame.drop(columns=["bmr_wilson_lo", "bmr_wilson_hi", "bmr_boot", "bmr_boot_lo", "bmr_boot_hi"])
-    lead = ["policy", "base_judge", "kind", "threshold", "orders", "partner", "n", "coverage",
-            "utility", "utility_lo", "utility_hi", "regret", "regret_lo", "regret_hi",
-            "gain", "gain_lo", "gain_hi", "bmr", "bmr_lo", "bmr_hi", "bmr_random",
-            "bmr_delta", "bmr_delta_lo", "bmr_delta_hi", "best", "best_lo", "best_hi", "best_random",
-            "random_utility", "random_regret", "random_regret_lo", "random_regret_hi", "oracle_utility"]
-    return frame[lead + [c for c in frame.columns if c not in lead]]
+    median = float(np.nanmedian(s["regret"])) if n else float("nan")
+    fields = {"base_judge": ev.base_judge, "threshold": ev.threshold, "orders": ev.orders, "partner": ev.partner}
+    return point_row(ev.name, ev.kind, fields, value_sums(point_values(s)), median, n_prompts)
 
 
 def _group_table(country: pd.DataFrame) -> pd.DataFrame:

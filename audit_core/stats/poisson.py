@@ -43,6 +43,11 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 _CDF = np.cumsum([math.exp(-1) / math.factorial(k) for k in range(MAX_WEIGHT)])  # F(0..MAX_WEIGHT−1)
+LOOKUP_BITS = 16  # top bits of a weight's 53 that index the inverse-CDF table
+_STEPS = np.ceil(_CDF * 2.0**53).astype(np.uint64)  # the 53-bit integers at which F⁻¹ steps up
+_CELLS = np.arange(1 << LOOKUP_BITS, dtype=np.uint64) << np.uint64(53 - LOOKUP_BITS)  # first 53-bit value of each cell
+_LOOKUP = np.searchsorted(_STEPS, _CELLS, side="right").astype(np.uint8)  # F⁻¹ at each cell's first value
+_STEP_CELL = _LOOKUP != np.searchsorted(_STEPS, _CELLS + np.uint64((1 << (53 - LOOKUP_BITS)) - 1), side="right")
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -59,13 +64,27 @@ def prompt_keys(prompt_ids: Iterable[str]) -> np.ndarray:
 
 
 def poisson_weights(keys: np.ndarray, seed: int, start: int, stop: int) -> np.ndarray:
-    """(len(keys), stop − start) uint8 weights w_pb of resamples b = start..stop−1 (module docstring)."""
+    """(len(keys), stop − start) uint8 weights w_pb of resamples b = start..stop−1 (module docstring).
+
+    The mix runs in place; F⁻¹ is read from a table indexed by the top LOOKUP_BITS of the 53 bits, except
+    in the few table cells that hold a step of F, where the 53 bits are compared with the steps exactly:
+    u ≥ F(k) ⟺ bits ≥ ⌈F(k)·2⁵³⌉, as u is bits·2⁻⁵³ exactly."""
     with np.errstate(over="ignore"):
         seed_word = _mix(np.array([seed], dtype=np.uint64))
-        resample = seed_word + np.arange(start, stop, dtype=np.uint64) * _GOLDEN
-        bits = _mix(keys.astype(np.uint64)[:, None] ^ _mix(resample)[None, :])
-    u = (bits >> np.uint64(11)).astype(np.float64) * 2.0**-53
-    return np.searchsorted(_CDF, u, side="right").astype(np.uint8)
+        resample = _mix(seed_word + np.arange(start, stop, dtype=np.uint64) * _GOLDEN)
+        x = keys.astype(np.uint64)[:, None] ^ resample[None, :]
+        shifted = np.empty_like(x)
+        for shift, multiplier in ((30, _MIX_1), (27, _MIX_2), (31, None)):
+            np.right_shift(x, np.uint64(shift), out=shifted)
+            x ^= shifted
+            if multiplier is not None:
+                x *= multiplier
+    np.right_shift(x, np.uint64(64 - LOOKUP_BITS), out=shifted)
+    weights = _LOOKUP[shifted]
+    exact = _STEP_CELL[shifted]
+    if exact.any():
+        weights[exact] = np.searchsorted(_STEPS, x[exact] >> np.uint64(11), side="right")
+    return weights
 
 
 def weighted_sums(keys: np.ndarray, values: np.ndarray, resampling: Resampling) -> np.ndarray:
