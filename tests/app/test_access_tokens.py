@@ -1,0 +1,124 @@
+"""Access (issue 25 item 5, `app_ui.access`): on this machine a name is enough; served to other machines,
+the Annotate page opens only with a valid token, a token opens its own campaign only, as its annotator,
+and no other page opens for a visit or session that carries one."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit import config
+from streamlit.testing.v1 import AppTest
+
+from app_ui.access import serves_network
+from audit_core import campaigns as cp
+from audit_core import store
+from tests.support.app import build_app_db
+from tests.support.paths import APP
+
+pytestmark = pytest.mark.usefixtures("data_folder")
+
+
+@pytest.fixture
+def db(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tokens")
+    db = build_app_db(root / "tokens.duckdb", root / "images")
+    con = store.connect(db)
+    try:
+        for name in ("A", "B"):
+            cp.create_campaign(con, "tiny", name, "alignment", "crowd", "uniform", 4, 1, annotators=("ann", "bob"),
+                               new_pool=True)
+    finally:
+        con.close()
+    return db
+
+
+@pytest.fixture
+def on_network():
+    """The app served to other machines, as `--server.address 0.0.0.0` serves it."""
+    before = config.get_option("server.address")
+    config.set_option("server.address", "0.0.0.0")
+    yield
+    config.set_option("server.address", before)
+
+
+def invite(db, campaign: str, annotator: str) -> str:
+    con = store.connect(db)
+    try:
+        return cp.invite(con, cp.load_campaign(con, "tiny", campaign), annotator)
+    finally:
+        con.close()
+
+
+def visit(params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update(params)
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def refused(at: AppTest) -> str:
+    return " ".join(e.value for e in at.error)
+
+
+@pytest.mark.parametrize(("address", "network"), [
+    ("localhost", False), ("127.0.0.1", False), ("127.3.2.1", False), ("::1", False), ("[::1]", False),
+    ("0.0.0.0", True), ("", True), (None, True), ("192.168.1.5", True), ("::", True), ("annotate.example.org", True),
+])
+def test_only_a_loopback_address_keeps_the_server_on_this_machine(address, network):
+    assert serves_network(address) is network
+
+
+def test_on_this_machine_a_name_is_enough(db):
+    at = visit({"page": "annotate", "db": str(db), "campaign": "A"})
+    assert at.selectbox(key="annotator").options == ["—", "ann", "bob"] and not refused(at)
+
+
+@pytest.mark.usefixtures("on_network")
+def test_served_to_others_the_annotate_page_needs_a_valid_token(db):
+    at = visit({"page": "annotate", "db": str(db), "campaign": "A"})
+    assert "missing its token" in refused(at) and not at.text_input and not at.selectbox
+    at = visit({"page": "annotate", "db": str(db), "campaign": "A", "token": "x" * 43})
+    assert "not valid" in refused(at)
+
+
+@pytest.mark.usefixtures("on_network")
+def test_a_token_opens_its_campaign_as_its_annotator_and_nothing_else(db):
+    token = invite(db, "A", "ann")
+    at = visit({"page": "annotate", "campaign": "A", "token": token})  # the link as `campaign invite` prints it
+    assert not refused(at) and not at.selectbox and not at.text_input  # no name to give, no organiser view
+    assert "Campaign A" in at.caption[0].value
+    while keys := [b for b in at.button if (b.key or "").startswith("k") and b.label == "yes"]:
+        keys[0].click().run()
+    next(b for b in at.button if (b.key or "").startswith("submit")).click().run()
+    con = store.connect(db, read_only=True)
+    try:
+        assert {r[0] for r in con.execute("SELECT annotator FROM votes WHERE pool = 'crowd'").fetchall()} == {"ann"}
+    finally:
+        con.close()
+    at = visit({"page": "annotate", "db": str(db), "campaign": "B", "token": token})
+    assert "does not open that campaign" in refused(at)
+    for page in ("overview", "explorer", "detail", "findings"):
+        at = visit({"page": page, "db": str(db), "token": token})
+        assert "opens its campaign's Annotate page only" in refused(at), page
+        assert not at.title or at.title[0].value != "Overview"
+
+
+@pytest.mark.usefixtures("on_network")
+def test_a_session_that_showed_a_token_cannot_reach_another_page(db):
+    at = visit({"page": "annotate", "db": str(db), "campaign": "A", "token": invite(db, "A", "bob")})
+    assert not refused(at)
+    at.query_params.clear()  # a page link drops the query: the URL no longer carries the token
+    at.switch_page("app_pages/overview.py").run()
+    assert "opens its campaign's Annotate page only" in refused(at)
+
+
+@pytest.mark.usefixtures("on_network")
+def test_a_revoked_token_is_refused(db):
+    token = invite(db, "A", "ann")
+    con = store.connect(db)
+    try:
+        assert cp.revoke(con, cp.load_campaign(con, "tiny", "A"), "ann") == 1
+    finally:
+        con.close()
+    at = visit({"page": "annotate", "db": str(db), "campaign": "A", "token": token})
+    assert "not valid" in refused(at) and not at.button
