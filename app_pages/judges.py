@@ -3,8 +3,9 @@
 Side by side for every selector judge: position bias and order flips (with 95%
 intervals), output validity, seconds per call and what K orders cost against one
 (what an order-agreement gate costs), the gain of each judge and its content-only
-baseline; with two or more judges, a judge change: a baseline and a candidate (kept
-in the URL) compared on the same prompts, with the paired differences, the prompts
+baseline, each judge's policies' gain against their calls (and seconds) per prompt with
+the cheapest best one marked (`findings.figures.cost_gain_chart`, as in the report); with
+two or more judges, a judge change: a baseline and a candidate (kept in the URL) compared on the same prompts, with the paired differences, the prompts
 where their picks differ and each gate's verdict for each (`app_ui.judge_change_views`);
 each judge's gain within every value of a slice (a picker kept in the URL), how often
 each pair of judges agrees (each pair once), which generators each favours, and
@@ -18,7 +19,8 @@ import streamlit as st
 from app_ui import context, draw, glance, judge_change_views
 from audit_core.selection import timing
 from findings import numbers
-from findings.figures import policy_forest
+from findings.figures import cost_gain_chart, policy_forest
+from findings.selection import cost_caption, costs_recorded
 
 sel = context.selection("judges")
 draw.header(
@@ -38,7 +40,7 @@ glance.frame(glance.judge_table(result.judges, ["judge", "valid", "first_slot", 
 st.caption("Picks slot A vs slot A if unbiased: share of valid calls picking the first slot (95% interval resampling "
            "prompts) vs no position bias (χ² test); flip rate: share of prompts whose returned image changes with the "
            "order (95% interval); order entropy: order inconsistency, 0–1.")
-costs = timing.gate_cost(result.timing, result.policies) if result.timing is not None else None
+costs = timing.gate_cost(result.policies) if result.timing is not None else None
 if result.timing is not None:
     st.subheader("Output validity")
     glance.frame(draw.table(result.timing, ["judge", "calls", "valid", "recovered", "failed", "not_json"]))
@@ -51,9 +53,11 @@ if result.timing is not None:
     glance.frame(draw.table(own.assign(policy=glance.coverage_labels(own), over_one=own["over_one"].map(glance.times)),
                             ["policy", "judge_calls", "seconds_per_prompt", "over_one"]).rename(columns={
         "judge calls": "judge calls per prompt", "seconds per prompt": "s / prompt", "over one": "cost vs one order"}))
-    st.caption("Seconds as recorded with every call, over the prompts timed in every order; all orders ÷ one: the "
-               "seconds of all K orders over those of order 0. Majority and order-agreement gates call their judge in "
-               "every order; a scorer gate adds a content scorer, whose time is not recorded (a dash), to one call.")
+    st.caption("Seconds as recorded with every call: per prompt, over the prompts where every call a policy reads "
+               "was timed; cost vs one order: those seconds over the judge's order-0 call's. Majority, "
+               "order-agreement gates, Borda, calibrated and Plackett–Luce call their judge in every order, "
+               "prior-corrected in every order on its calibration prompts only; a scorer gate adds a content scorer, "
+               "whose time is not recorded (a dash), to one call.")
 
 single = result.policies[result.policies["kind"].isin(["random", "oracle", "judge", "majority", "debiased",
                                                       "scorer"])]
@@ -61,6 +65,10 @@ draw.chart(policy_forest(single, colours, "gain", "Gain over random, judge by ju
            "Each judge's order-0 pick, majority vote and debiased policies, content-only scorers, and the oracle; "
            "whiskers: 95% intervals; "
            "colour: the judge; marker: the kind of policy.")
+
+st.subheader("What each policy costs against what it gains")
+for cost in ("calls_per_prompt", "seconds_per_prompt") if costs_recorded(result.policies) else ("calls_per_prompt",):
+    draw.chart(cost_gain_chart(result.policies, colours, cost), cost_caption(cost))
 
 if len(sel.judges) >= 2:
     st.subheader("Judge change: would a new judge keep what the gates promised?")

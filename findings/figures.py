@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
+from audit_core.selection.costs import cost_front
 from audit_core.user_text import escape_html
 from findings import colours
 from findings.numbers import percent
@@ -110,6 +111,52 @@ def policy_forest(policies: pd.DataFrame, names: Mapping[str, str], value: str, 
     fig.add_vline(x=0, line_dash="dash", line_color=colours.RANDOM)
     fig.update_yaxes(categoryorder="array", categoryarray=list(labels))
     return layout(fig, title, x_title, "", height=max(300, 28 * len(ordered) + 140))
+
+
+COST_DODGE = 0.012  # sideways spread between judges at one cost, as a share of the cost range
+COST_TITLES = {"calls_per_prompt": "judge calls per prompt", "seconds_per_prompt": "judge seconds per prompt"}
+
+
+def cost_gain_chart(policies: pd.DataFrame, names: Mapping[str, str], cost: str = "calls_per_prompt") -> go.Figure:
+    """Gain over random (95% interval) against `cost` (calls or seconds per prompt) for every policy of each
+    judge that picks on every prompt (`audit_core.selection.costs.cost_front`): colour = the judge, marker =
+    the kind (both in the legend); each judge's gain–cost front as a dotted staircase, its best point (the
+    cheapest with the judge's highest gain) ringed and named; random's 0 dashed. Judges sharing a cost are
+    drawn side by side, COST_DODGE of the cost range apart (the hover states the exact cost)."""
+    points = cost_front(policies, cost)
+    judges = sorted(points["base_judge"].unique())
+    spread = COST_DODGE * max(float(points["cost"].max() - points["cost"].min()), 1.0) if len(points) else 0.0
+    fig = go.Figure()
+    for i, judge in enumerate(judges):
+        part = points[points["base_judge"] == judge]
+        x = part["cost"] + spread * (i - (len(judges) - 1) / 2)
+        colour = names.get(judge, colours.RANDOM)
+        front = part["front"].to_numpy()
+        fig.add_trace(go.Scatter(x=x[front], y=part["gain"][front], mode="lines", hoverinfo="skip", showlegend=False,
+                                 line={"color": colour, "dash": "dot", "shape": "hv"}))
+        fig.add_trace(go.Scatter(
+            x=x, y=part["gain"], mode="markers", name=plain(judge), legendgroup="judges", showlegend=False,
+            marker={"size": 11, "color": colour, "line": {"width": 1, "color": "black"},
+                    "symbol": [colours.KIND_SYMBOLS.get(k, "circle") for k in part["kind"]]},
+            error_y=_error(part, "gain"), customdata=list(zip(plain(part["policy"]), part["n"], part["cost"])),
+            hovertemplate="%{customdata[0]}: gain %{y:.3f} on %{customdata[1]} prompts, %{customdata[2]:.3g} per "
+                          "prompt<extra></extra>",
+        ))
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=plain(judge), legendgroup="judges",
+                                 marker={"size": 11, "color": colour, "symbol": "circle"}))
+        for row, at in zip(part[part["best"]].to_dict("records"), x[part["best"].to_numpy()]):
+            ring = {"size": 22, "color": "rgba(0,0,0,0)", "line": {"width": 2, "color": colour}}
+            fig.add_trace(go.Scatter(x=[at], y=[row["gain"]], mode="markers", hoverinfo="skip", showlegend=False,
+                                     marker=ring))
+            fig.add_annotation(x=at, y=row["gain"], text=plain(f"best: {row['policy']}"), showarrow=True, arrowhead=0,
+                               ax=-60, ay=-28 - 22 * i, font={"color": colour})
+    for kind in dict.fromkeys(points["kind"]):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=str(kind), legendgroup="kinds", marker={
+            "size": 11, "color": colours.RANDOM, "symbol": colours.KIND_SYMBOLS.get(kind, "circle")}))
+    fig.add_hline(y=0, line_dash="dash", line_color=colours.RANDOM, annotation_text="random",
+                  annotation_position="bottom right")
+    return layout(fig, "Gain against cost, judge by judge", COST_TITLES[cost], "gain over random (alignment)",
+                  height=460)
 
 
 def slot_chart(positions: pd.DataFrame, names: Mapping[str, str]) -> go.Figure:

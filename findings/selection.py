@@ -1,5 +1,5 @@
 """The report's sections on selector judges (datasets with alignment ratings): headline
-estimates, position bias, gates, every policy, countries, cultural errors and the galleries.
+estimates, gain against cost, position bias, gates, every policy, countries, cultural errors and the galleries.
 
 Numbers are formatted by `findings.numbers` from the `SelectionAudit` frames, so the report
 states exactly what summary.json holds. The judge paragraphs and the worst-country and cultural
@@ -14,6 +14,7 @@ import pandas as pd
 
 from audit_core.selection import galleries, metrics
 from audit_core.selection.audit import SelectionAudit
+from audit_core.selection.costs import cost_front
 from audit_core.store.schema import ERROR_OUTCOMES
 from findings import colours, figures
 from findings.blocks import Figure, Gallery, Paragraph, PoolCard, Section, Table, Tile
@@ -132,6 +133,41 @@ def headline(report: ReportInput) -> Section:
                                                                 "gain over random (alignment)"),
                          "Gain over random of each ungated policy with its 95% interval; 0 is random choice."))
     return Section("headline", "Headline estimates", blocks)
+
+
+def costs_recorded(policies: pd.DataFrame) -> bool:
+    """Whether some judge policy of the cost chart has seconds per prompt (the run recorded them)."""
+    return not cost_front(policies, "seconds_per_prompt").empty
+
+
+def cost_caption(cost: str) -> str:
+    """The caption of `figures.cost_gain_chart` for `cost` (calls_per_prompt or seconds_per_prompt)."""
+    what = ("judge calls per prompt (1 for one order, K for every order, 1 + (K − 1)·f for prior-corrected)"
+            if cost == "calls_per_prompt" else "judge seconds per prompt, as recorded with the calls")
+    return (f"Gain over random (95% interval) of each judge's policies against {what}; colour: the judge, marker: "
+            "the kind. The dotted staircase joins the policies no cheaper one of the same judge matches; the ringed, "
+            "named point is the cheapest with the judge's highest gain.")
+
+
+def cost_benefit(report: ReportInput) -> Section | None:
+    """Each judge's policies' gain against their calls (and, where recorded, seconds) per prompt, with
+    the cheapest best policy named per judge."""
+    policies = report.result.policies
+    points = cost_front(policies)
+    if points.empty:
+        return None
+    best = points[points["best"]]
+    blocks = [Figure("cost_gain", figures.cost_gain_chart(policies, report.colours), cost_caption("calls_per_prompt")),
+              Table(("judge", "cheapest best policy", "calls per prompt", "gain [95% CI]"),
+                    [[str(r["base_judge"]), str(r["policy"]), number(r["cost"]), estimate_of(r, "gain", True)]
+                     for r in best.to_dict("records")],
+                    "Per judge, the cheapest of its policies that pick on every prompt (its orders, majority, debiased) "
+                    "with its highest gain.")]
+    if costs_recorded(policies):
+        blocks.insert(1, Figure("cost_gain_seconds", figures.cost_gain_chart(policies, report.colours,
+                                                                             "seconds_per_prompt"),
+                                cost_caption("seconds_per_prompt")))
+    return Section("costs", "Gain against cost", blocks)
 
 
 def position_bias(report: ReportInput) -> Section | None:
@@ -309,4 +345,4 @@ def example_galleries(report: ReportInput) -> Section | None:
     return Section("galleries", "Example galleries", blocks)
 
 
-BUILDERS = (headline, position_bias, gate_sides, every_policy, countries, cultural, example_galleries)
+BUILDERS = (headline, cost_benefit, position_bias, gate_sides, every_policy, countries, cultural, example_galleries)

@@ -15,6 +15,12 @@ calls_per_prompt = the number of calls read, averaged over the prompts; seconds_
 mean, over the prompts where every call read recorded its seconds, of their sum
 (`debiased.costs.seconds_per_prompt`); empty without the calls' seconds. A composed gate reads what
 its conditions read (`gate_compose.gate_reads`); a kind without a rule gets neither.
+
+`cost_front` sets gain beside cost for every policy of each judge that picks on every prompt it can (its
+order-0 pick, majority and debiased policies; an order-k pick is order 0 under another rotation, so it is
+left out: naming one of them best would name chance): the policies no cheaper-or-equal policy of the same judge
+matches in gain (its gain–cost Pareto front), and the best of them, the cheapest policy with the judge's
+highest gain.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ NO_CALL_KINDS = ("random", "oracle", "scorer")
 ORDER0_KINDS = ("judge", "judge_gate", "judge_gate_rejected", "scorer_gate", "scorer_gate_rejected")
 ALL_ORDER_KINDS = ("majority", "order_gate", "order_gate_rejected", DEBIASED_KIND)
 UNTIMED_KINDS = ("scorer", "scorer_gate", "scorer_gate_rejected")
+FRONT_KINDS = ("judge", "majority", DEBIASED_KIND)  # a judge's policies that pick on every prompt
+FRONT_COLUMNS = ["policy", "base_judge", "kind", "cost", "gain", "gain_lo", "gain_hi", "n", "front", "best"]
 
 
 def policy_reads(policy: Mapping[str, object], data: SelectionData) -> dict[str, np.ndarray] | None:
@@ -87,3 +95,22 @@ def policy_costs(policies: pd.DataFrame, data: SelectionData, ordered: Mapping[s
         rows.append((np.nan, np.nan) if reads is None else reads_cost(reads, ordered,
                                                                       policy["kind"] not in UNTIMED_KINDS))
     return pd.DataFrame(rows, columns=POLICY_COST_COLUMNS, index=policies.index)
+
+
+def cost_front(policies: pd.DataFrame, cost: str = "calls_per_prompt") -> pd.DataFrame:
+    """FRONT_COLUMNS for the FRONT_KINDS rows of `policies` (the audit's table with its cost columns) with
+    a gain and a `cost` (a POLICY_COST_COLUMNS name), judge by judge, cheapest first (ties: higher gain first,
+    then the table's order). front: no policy of the same judge costs at most as much and gains at least as
+    much, one of them strictly (ties in both: the first listed is on the front); best: the front's last
+    point, i.e. the cheapest policy with the judge's highest gain."""
+    if cost not in POLICY_COST_COLUMNS:
+        raise ValueError(f"cost is one of {', '.join(POLICY_COST_COLUMNS)}, got {cost!r}")
+    rows = policies[policies["kind"].isin(FRONT_KINDS)].assign(cost=policies[cost].astype(float))
+    rows = rows[np.isfinite(rows["cost"]) & np.isfinite(rows["gain"].astype(float))]
+    rows = rows.assign(order=np.arange(len(rows))).sort_values(["base_judge", "cost", "gain", "order"],
+                                                               ascending=[True, True, False, True], kind="stable")
+    gain = rows["gain"].astype(float)
+    front = gain > gain.groupby(rows["base_judge"], sort=False).transform(
+        lambda g: g.cummax().shift(1, fill_value=-np.inf))
+    best = rows.index.isin(gain[front].groupby(rows.loc[front, "base_judge"], sort=False).idxmax())
+    return rows.assign(front=front, best=best)[FRONT_COLUMNS].reset_index(drop=True)

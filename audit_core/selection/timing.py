@@ -19,7 +19,8 @@ order_index, status, raw_output, parse_note, seconds, ...). One row per judge:
   (below K when order 0 carries warm-up outliers), hours_one_order and
   hours_all_orders = the summed seconds / 3600.
 
-`gate_cost` turns the judges' seconds into what each multi-call policy costs per prompt.
+`gate_cost` lists what each policy needing more than its judge's order-0 call costs per prompt, read
+from the policies' cost columns (`audit_core.selection.costs`, the one place a policy's cost is defined).
 """
 
 from __future__ import annotations
@@ -38,8 +39,7 @@ TIMING_COLUMNS = [
 
 GATE_COST_COLUMNS = ["policy", "base_judge", "partner", "kind", "coverage", "judge_calls", "seconds_per_prompt",
                      "over_one"]
-ALL_ORDERS_KINDS = ("majority", "order_gate")  # policies that need every order of their judge
-PAIR_KINDS = ("judge_gate", "scorer_gate")  # policies that need the order-0 call of their judge and of a partner
+COSTLY_KINDS = ("majority", "order_gate", "debiased", "judge_gate", "scorer_gate")  # more than one order-0 call
 
 _JSON_FLAG = re.compile(r"\bjson_valid=(true|false)\b")
 _FENCE = re.compile(r"\A```[A-Za-z]*[ \t]*\n(.*)\n[ \t]*```\Z", re.DOTALL)
@@ -51,35 +51,31 @@ def timing_table(calls: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=TIMING_COLUMNS)
 
 
-def gate_cost(timing: pd.DataFrame, policies: pd.DataFrame) -> pd.DataFrame:
-    """Seconds per prompt of every policy that needs more than its judge's order-0 call, against that call.
+def gate_cost(policies: pd.DataFrame) -> pd.DataFrame:
+    """Calls and seconds per prompt of every policy that needs more than its judge's order-0 call, against
+    that call.
 
-    timing: `timing_table` rows; policies: the audit's policy rows (policy, kind, base_judge,
-    partner, coverage). Majority and order-agreement gates call their judge in all K orders:
-    judge_calls = K, seconds_per_prompt = prompt_seconds_all_orders, over_one = all_over_one.
-    A cross-judge gate calls both judges once: judge_calls = 2, seconds = the sum of their
-    prompt_seconds_one_order, over_one = that / the base judge's. A scorer gate adds the
-    scorer to one judge call: judge_calls = 1, and its seconds and ratio are NaN (scorers
-    record no seconds). Rows in the policies' order; NaN where a judge has no timed prompts.
+    policies: the audit's policy rows with their cost columns (policy, kind, base_judge, partner, coverage,
+    calls_per_prompt, seconds_per_prompt; `audit_core.selection.costs.policy_costs`). One row per policy
+    of COSTLY_KINDS (majority, order-agreement gates and debiased policies read their judge's K orders,
+    prior-corrected 1 + (K − 1)·f; a cross-judge gate both judges' order 0; a scorer gate one call plus
+    an untimed scorer), in the policies' order: judge_calls = calls_per_prompt, seconds_per_prompt as
+    given, over_one = seconds_per_prompt / that of the base judge's `{judge}` policy (its order-0 call);
+    NaN where either is missing or the order-0 seconds are 0.
     """
-    by_judge = timing.set_index("judge")
-    one = by_judge["prompt_seconds_one_order"]
-    rows = []
-    for p in policies[policies["kind"].isin([*ALL_ORDERS_KINDS, *PAIR_KINDS])].itertuples():
-        base = one.get(p.base_judge, np.nan)
-        if p.kind in ALL_ORDERS_KINDS:
-            known = p.base_judge in by_judge.index
-            calls = int(by_judge.at[p.base_judge, "orders"]) if known else pd.NA
-            seconds = by_judge.at[p.base_judge, "prompt_seconds_all_orders"] if known else np.nan
-        elif p.kind == "judge_gate":
-            calls, seconds = 2, base + one.get(p.partner, np.nan)
-        else:
-            calls, seconds = 1, np.nan
-        rows.append((p.policy, p.base_judge, p.partner, p.kind, p.coverage, calls, float(seconds),
-                     float(seconds / base) if base > 0 else np.nan))
-    frame = pd.DataFrame(rows, columns=GATE_COST_COLUMNS)
-    frame["judge_calls"] = frame["judge_calls"].astype("Int64")
-    return frame
+    rows = policies[policies["kind"].isin(COSTLY_KINDS)]
+    judge_rows = policies[policies["kind"] == "judge"]
+    one = pd.Series(judge_rows["seconds_per_prompt"].to_numpy(dtype=float), index=judge_rows["policy"].to_numpy())
+    base = rows["base_judge"].map(one).to_numpy(dtype=float)
+    seconds = rows["seconds_per_prompt"].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        over_one = np.where(base > 0, seconds / base, np.nan)
+    return pd.DataFrame({
+        "policy": rows["policy"].to_numpy(), "base_judge": rows["base_judge"].to_numpy(),
+        "partner": rows["partner"].to_numpy(), "kind": rows["kind"].to_numpy(), "coverage": rows["coverage"].to_numpy(),
+        "judge_calls": rows["calls_per_prompt"].to_numpy(dtype=float), "seconds_per_prompt": seconds,
+        "over_one": over_one,
+    }, columns=GATE_COST_COLUMNS)
 
 
 def is_not_json(raw: object, note: object) -> bool:

@@ -12,12 +12,13 @@ that answers with choices only is fitted as a choice model with slot effects.
 
 Fit: maximum of log P summed over the calls minus (ridge/2)·(Σθ² + Σβ²), by Newton's method with a
 backtracking (Armijo) line search on the exact gradient and Hessian, until every gradient entry is
-within GRADIENT_TOLERANCE of 0. The Hessian is block-diagonal in the prompts' strengths (one M × M block
-each) bordered by the few slot effects, so each Newton step solves every prompt's block at once
-(batched numpy) and the slot effects through its Schur complement: no loop over prompts, and the
-objective is strictly convex (the ridge), so the steps converge from θ = β = 0. The ridge (default
-0.1, a Gaussian prior of variance 10 on each parameter, i.e. MAP) keeps the estimate finite: without
-it an image ranked above another in every order would have θ = +∞.
+within GRADIENT_TOLERANCE of 0 (or the objective can no longer resolve the step: `newton_maximum`).
+The Hessian is block-diagonal in the prompts' strengths (one M × M block each) bordered by the few
+slot effects, so each Newton step solves every prompt's block at once (batched numpy) and the slot
+effects through its Schur complement: no loop over prompts, and the objective is strictly convex
+(the ridge), so the steps converge from θ = β = 0. The ridge (default 0.1, a Gaussian prior of
+variance 10 on each parameter, i.e. MAP) keeps the estimate finite: without it an image ranked
+above another in every order would have θ = +∞.
 It is the objective of `choix.opt_rankings` with alpha = ridge/2 when there are no slot effects.
 The pick is the image with the largest θ (ties within PL_TIE_TOLERANCE follow `ties.best_of`);
 a prompt where no order returned a pick gets NO_PICK.
@@ -45,6 +46,7 @@ GRADIENT_TOLERANCE = 1e-9  # on every entry of the gradient; θ is then within 1
 ARMIJO = 1e-4  # sufficient decrease of the line search: f(x + t·d) ≤ f(x) + ARMIJO·t·∇f·d
 MAX_NEWTON_STEPS = 200
 MIN_STEP = 1e-12
+VALUE_RESOLUTION = 1e-12  # relative: a predicted decrease below this is lost in the objective's rounding
 
 
 @dataclass(frozen=True)
@@ -213,7 +215,8 @@ def penalised_hessian(params: np.ndarray, stages: Stages, n_prompts: int, width:
 
 def newton_direction(hessian: Hessian, gradient: np.ndarray) -> np.ndarray:
     """−H⁻¹·gradient: every prompt's strengths block solved at once, the slot effects through the
-    Schur complement S − Σ_p Bₚᵀ Aₚ⁻¹ Bₚ (A the strengths blocks, B the cross blocks, S the slot block)."""
+    Schur complement S − Σ_p Bₚᵀ Aₚ⁻¹ Bₚ (A: the strengths blocks, B: the cross blocks, S: the slot
+    block)."""
     n_prompts, width, n_slots = hessian.cross.shape
     g_theta = gradient[: n_prompts * width].reshape(n_prompts, width)
     solved = np.linalg.solve(hessian.strengths, np.concatenate([g_theta[:, :, None], hessian.cross], axis=2))
@@ -228,7 +231,10 @@ def newton_direction(hessian: Hessian, gradient: np.ndarray) -> np.ndarray:
 def newton_maximum(stages: Stages, n_prompts: int, width: int, n_slots: int, ridge: float
                    ) -> tuple[np.ndarray, float, bool]:
     """(params at the minimum of `penalised_objective`, its value, converged): Newton steps from 0 with a
-    backtracking line search (module docstring); converged when max |gradient| ≤ GRADIENT_TOLERANCE."""
+    backtracking line search (module docstring). Converged when max |gradient| ≤ GRADIENT_TOLERANCE, or
+    when the step's predicted decrease −∇f·d falls below VALUE_RESOLUTION·|f| (the objective, a sum over
+    every stage, cannot resolve it, so no line search can judge the step: the full Newton step is taken,
+    which near the optimum squares the error, and the fit stops)."""
     n_theta = n_prompts * width
     params = np.zeros(n_theta + n_slots)
     value, gradient = penalised_objective(params, stages, n_theta, ridge)
@@ -237,6 +243,9 @@ def newton_maximum(stages: Stages, n_prompts: int, width: int, n_slots: int, rid
             return params, value, True
         direction = newton_direction(penalised_hessian(params, stages, n_prompts, width, ridge), gradient)
         slope, step = float(gradient @ direction), 1.0
+        if -slope <= VALUE_RESOLUTION * max(1.0, abs(value)):
+            params = params + direction
+            return params, penalised_objective(params, stages, n_theta, ridge)[0], True
         while True:
             trial_value, trial_gradient = penalised_objective(params + step * direction, stages, n_theta, ridge)
             if trial_value <= value + ARMIJO * step * slope:

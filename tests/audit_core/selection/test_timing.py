@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_core import store
+from audit_core import Resampling, audit_selection, store
 from audit_core.selection.timing import GATE_COST_COLUMNS, TIMING_COLUMNS, gate_cost, is_not_json, timing_table
 
 STRICT = '{"choice": "A", "ranking": ["A", "B"]}'
@@ -114,35 +114,43 @@ def test_the_audit_reads_no_accepted_output_and_counts_the_same(judgeacts_db) ->
     pd.testing.assert_frame_equal(timing_table(audited), timing_table(every))
 
 
-def test_gate_cost_from_built_calls() -> None:
-    # judge a: order 0 takes 2 s, orders 1 and 2 take 1 s each; judge b: two orders, order 0 takes 3 s and 1 s
-    rows = [call("a", p, k, "ok", STRICT, 2.0 if k == 0 else 1.0) for p in ("p1", "p2") for k in range(3)]
-    rows += [call("b", p, k, "ok", STRICT, s) for p, k, s in (("p1", 0, 3.0), ("p1", 1, 5.0), ("p2", 0, 1.0),
-                                                                 ("p2", 1, 3.0))]
-    timing = timing_table(pd.DataFrame(rows))
+def test_gate_cost_reads_the_policies_cost_columns() -> None:
+    # judge a: order 0 takes 2 s, orders 1 and 2 take 1 s each, so its K = 3 orders cost 4 s; judge b: order 0
+    # takes 2 s on average; the cost columns as `audit_core.selection.costs` gives them to policies.csv
     policies = pd.DataFrame([
-        ("a", "judge", "a", None, 1.0), ("a majority", "majority", "a", None, 1.0),
-        ("a agree>=3/3", "order_gate", "a", None, 0.4), ("a+b agree", "judge_gate", "a", "b", 0.5),
-        ("b+a agree", "judge_gate", "b", "a", 0.5), ("a+clip agree", "scorer_gate", "a", "clip", 0.3),
-        ("a agree>=3/3 rejected", "order_gate_rejected", "a", None, 0.6),
-    ], columns=["policy", "kind", "base_judge", "partner", "coverage"])
-    cost = gate_cost(timing, policies).set_index("policy")
+        ("a", "judge", "a", None, 1.0, 1.0, 2.0), ("b", "judge", "b", None, 1.0, 1.0, 2.0),
+        ("a majority", "majority", "a", None, 1.0, 3.0, 4.0), ("a borda", "debiased", "a", None, 1.0, 3.0, 4.0),
+        ("a prior-corrected", "debiased", "a", None, 0.9, 1.4, 2.8),
+        ("a agree>=3/3", "order_gate", "a", None, 0.4, 3.0, 4.0), ("a+b agree", "judge_gate", "a", "b", 0.5, 2.0, 4.0),
+        ("b+a agree", "judge_gate", "b", "a", 0.5, 2.0, 4.0), ("a+clip agree", "scorer_gate", "a", "clip", 0.3, 1.0,
+                                                                np.nan),
+        ("a agree>=3/3 rejected", "order_gate_rejected", "a", None, 0.6, 3.0, 4.0),
+        ("clip", "scorer", "clip", None, 1.0, 0.0, np.nan),
+    ], columns=["policy", "kind", "base_judge", "partner", "coverage", "calls_per_prompt", "seconds_per_prompt"])
+    cost = gate_cost(policies).set_index("policy")
     assert cost.columns.tolist() == GATE_COST_COLUMNS[1:]
-    assert list(cost.index) == ["a majority", "a agree>=3/3", "a+b agree", "b+a agree", "a+clip agree"]
-    # all orders over order 0: (2 + 1 + 1) / 2 for a, the study's "K orders cost 2.6-2.8x one"
+    assert list(cost.index) == ["a majority", "a borda", "a prior-corrected", "a agree>=3/3", "a+b agree",
+                                "b+a agree", "a+clip agree"]
+    # all orders over order 0: 4 s / 2 s, the study's "K orders cost 2.6-2.8x one"
     assert cost.loc["a agree>=3/3", ["judge_calls", "seconds_per_prompt", "over_one"]].tolist() == [3, 4.0, 2.0]
     assert cost.loc["a majority", "over_one"] == 2.0 and cost.loc["a agree>=3/3", "coverage"] == 0.4
-    # both judges' order 0: 2 s (a) + mean(3, 1) = 2 s (b), against each base judge's own order 0
+    assert cost.loc["a prior-corrected", ["judge_calls", "over_one"]].tolist() == [1.4, 1.4]
+    # both judges' order 0, against each base judge's own order 0
     assert cost.loc["a+b agree", ["judge_calls", "seconds_per_prompt", "over_one"]].tolist() == [2, 4.0, 2.0]
     assert cost.loc["b+a agree", "over_one"] == 2.0 and cost.loc["b+a agree", "seconds_per_prompt"] == 4.0
     assert cost.loc["a+clip agree", "judge_calls"] == 1 and np.isnan(cost.loc["a+clip agree", "over_one"])
-    untimed = gate_cost(timing.assign(prompt_seconds_one_order=np.nan), policies)
+    untimed = gate_cost(policies.assign(seconds_per_prompt=np.where(policies["kind"] == "judge", np.nan, 1.0)))
     assert untimed["over_one"].isna().all()
 
 
 def test_published_cost_of_three_orders(judgeacts) -> None:  # noqa: F811
-    _, calls = judgeacts
-    policies = pd.DataFrame([(f"{j} agree>=3/3", "order_gate", j, None, 0.5) for j in ("qwen", "smol")],
-                            columns=["policy", "kind", "base_judge", "partner", "coverage"])
-    cost = gate_cost(timing_table(calls), policies).set_index("base_judge")["over_one"]
-    assert [f"{cost[j]:.2f}" for j in ("qwen", "smol")] == ["2.57", "2.80"]  # the study: 2.6-2.8x one order
+    data, calls = judgeacts
+    policies = audit_selection(data, Resampling(0), calls=calls).policies
+    cost = gate_cost(policies).set_index("policy")["over_one"]
+    # the study: 2.6-2.8x one order; every prompt is timed in every order, so the policies' seconds
+    # (`audit_core.selection.costs`) give the ratio timing_table's all_over_one gives
+    assert [f"{cost[f'{j} agree>=3/3']:.2f}" for j in ("qwen", "smol")] == ["2.57", "2.80"]
+    timing = timing_table(calls).set_index("judge")["all_over_one"]
+    for judge in ("qwen", "smol"):
+        for name in (f"{judge} majority", f"{judge} borda", f"{judge} agree>=3/3"):
+            assert cost[name] == pytest.approx(timing[judge], rel=1e-12)
