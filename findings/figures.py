@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -114,6 +115,7 @@ def policy_forest(policies: pd.DataFrame, names: Mapping[str, str], value: str, 
 
 
 COST_DODGE = 0.012  # sideways spread between judges at one cost, as a share of the cost range
+COST_LABEL_STEP = 0.12  # vertical gap between the stacked names of the best points, as a share of the gain range
 COST_TITLES = {"calls_per_prompt": "judge calls per prompt", "seconds_per_prompt": "judge seconds per prompt"}
 
 
@@ -121,11 +123,17 @@ def cost_gain_chart(policies: pd.DataFrame, names: Mapping[str, str], cost: str 
     """Gain over random (95% interval) against `cost` (calls or seconds per prompt) for every policy of each
     judge that picks on every prompt (`audit_core.selection.costs.cost_front`): colour = the judge, marker =
     the kind (both in the legend); each judge's gain–cost front as a dotted staircase, its best point (the
-    cheapest with the judge's highest gain) ringed and named; random's 0 dashed. Judges sharing a cost are
-    drawn side by side, COST_DODGE of the cost range apart (the hover states the exact cost)."""
+    cheapest with the judge's highest gain) ringed and named, the names stacked above the points, highest
+    gain on top; random's 0 dashed. Judges sharing a cost are drawn side by side, COST_DODGE of the cost
+    range (or of the cost, when every policy costs the same) apart; the hover states the exact cost."""
     points = cost_front(policies, cost)
     judges = sorted(points["base_judge"].unique())
-    spread = COST_DODGE * max(float(points["cost"].max() - points["cost"].min()), 1.0) if len(points) else 0.0
+    costs = points["cost"].to_numpy(dtype=float)
+    spread = COST_DODGE * (float(np.ptp(costs)) or float(np.abs(costs).max())) if len(points) else 0.0
+    gains = points[["gain", "gain_lo", "gain_hi"]].to_numpy(dtype=float)
+    top, bottom = (float(np.nanmax(gains)), float(np.nanmin(gains))) if len(points) else (0.0, 0.0)
+    step = COST_LABEL_STEP * max(top - min(bottom, 0.0), 1e-9)
+    label_rank = {p: r for r, p in enumerate(points[points["best"]].sort_values("gain", ascending=False)["policy"])}
     fig = go.Figure()
     for i, judge in enumerate(judges):
         part = points[points["base_judge"] == judge]
@@ -149,12 +157,14 @@ def cost_gain_chart(policies: pd.DataFrame, names: Mapping[str, str], cost: str 
             fig.add_trace(go.Scatter(x=[at], y=[row["gain"]], mode="markers", hoverinfo="skip", showlegend=False,
                                      marker=ring))
             fig.add_annotation(x=at, y=row["gain"], text=plain(f"best: {row['policy']}"), showarrow=True, arrowhead=0,
-                               ax=-60, ay=-28 - 22 * i, font={"color": colour})
+                               axref="x", ayref="y", ax=at, ay=top + step * (len(label_rank) - label_rank[row["policy"]]),
+                               font={"color": colour}, arrowcolor=colour)
     for kind in dict.fromkeys(points["kind"]):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=str(kind), legendgroup="kinds", marker={
             "size": 11, "color": colours.RANDOM, "symbol": colours.KIND_SYMBOLS.get(kind, "circle")}))
     fig.add_hline(y=0, line_dash="dash", line_color=colours.RANDOM, annotation_text="random",
                   annotation_position="bottom right")
+    fig.update_yaxes(range=[min(bottom, 0.0) - step, top + step * (len(label_rank) + 1)])
     return layout(fig, "Gain against cost, judge by judge", COST_TITLES[cost], "gain over random (alignment)",
                   height=460)
 
