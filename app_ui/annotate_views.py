@@ -41,7 +41,7 @@ RELIABILITY = Resampling(1_000, seed=0)  # item bootstrap behind the organiser's
 IMAGE = 360  # pixels of an item's image
 SKIP_KEY, REVISE_KEY, SUBMIT_KEY = "s", "Backspace", "Enter"
 AUDIT_PAGE = {"alignment": "overview", "rubric": "alignment", "labels": "attributes"}  # where each task's references are audited
-_STATE = "_annotate"  # session state: per-item widget numbers, when each item was first shown, the last rated, a note
+_STATE = "_annotate"  # session state: per-item widget numbers, when each item was first shown, revising or not, a note
 T = TypeVar("T")
 
 
@@ -59,7 +59,7 @@ class Desk:
 
 
 def _state() -> dict[str, Any]:
-    return st.session_state.setdefault(_STATE, {"keys": {}, "shown_at": {}, "last": None, "note": None})
+    return st.session_state.setdefault(_STATE, {"keys": {}, "shown_at": {}, "revising": False, "note": None})
 
 
 def read(db_path: str, ask: Callable[..., T], *args: Any) -> T:
@@ -218,14 +218,13 @@ def _submit(desk: Desk, item: cp.Item, shown: tuple[str, ...], answer: Callable[
     if given is None:
         _note("warning", "Answer every question first.")
         return
-    if revising:
-        if _act(desk, cp.revise_last, given, _seconds(item.item_id)) is not None:
+    if revising:  # only if the item shown is still their latest rated one (another tab may have rated since)
+        if _act(desk, cp.revise_last, given, _seconds(item.item_id), item.item_id) is not None:
             _note("success", "Your last answer was changed.")
         _state()["revising"] = False
         return
     stored = _act(desk, cp.submit, item.item_id, given, shown, _seconds(item.item_id))
     if stored is not None:
-        _state()["last"] = (item, shown)
         _note("success" if stored else "info", "Saved." if stored else "That item was already saved: nothing changed.")
 
 
@@ -250,15 +249,16 @@ def rate(desk: Desk) -> None:
     done = int(mine[["rated", "skipped"]].sum().sum()) if len(mine) else 0
     total = done + len(left)
     st.progress(done / total if total else 1.0, text=f"{done} of {total} items done")
-    revising = state.get("revising") and state.get("last") is not None
+    last = read(desk.db_path, cp.last_rated, campaign, annotator)  # (item, the order it was shown in) or None
+    revising = bool(state["revising"]) and last is not None
     if revising:
-        item, shown = state["last"]
+        item, shown = last
         st.info("Changing your last answer: answer it again.")
     else:
         item = read(desk.db_path, cp.next_item, campaign, annotator) if left else None
         if item is None:
             st.success("Every item for you in this campaign is done. Thank you!")
-            _revise_button(state)
+            _revise_button(last is not None)
             return
         shown = cp.shown_order(campaign, annotator, item)
     n = state["keys"].setdefault((item.item_id, bool(revising)), len(state["keys"]))
@@ -274,11 +274,11 @@ def rate(desk: Desk) -> None:
         left_col.button("Keep my last answer", key=f"keep{n}", on_click=_revise, args=(False,))
     else:
         left_col.button("Skip this item", key=f"skip{n}", shortcut=SKIP_KEY, on_click=_skip, args=(desk, item.item_id))
-        _revise_button(state, right_col)
+        _revise_button(last is not None, right_col)
 
 
-def _revise_button(state: dict[str, Any], where: Any = st) -> None:
-    if state.get("last") is not None:
+def _revise_button(shown: bool, where: Any = st) -> None:
+    if shown:
         where.button("Change my last answer", key="revise", shortcut=REVISE_KEY, on_click=_revise, args=(True,))
 
 

@@ -178,12 +178,32 @@ def test_skip_moves_on_without_a_vote_and_the_last_answer_can_be_changed(db):
     rate_alignment(at, "no")
     before = votes(db)
     assert {v for *_, v in before} == {0.0}
+    at = visit({"db": str(db), "campaign": "align", "annotator": "bob"})  # a refresh: the last answer is still theirs
     at.button(key="revise").click().run()
     assert "Changing your last answer" in at.info[0].value
     rate_alignment(at, "partly")
     after = votes(db)
     assert [s.value for s in at.success] == ["Your last answer was changed."]
     assert [r[:3] for r in after] == [r[:3] for r in before] and {v for *_, v in after} == {0.5}
+
+
+def test_a_change_of_the_last_answer_is_refused_once_another_tab_rated_a_newer_item(db):
+    at = visit({"db": str(db), "campaign": "align", "annotator": "ann"})
+    rate_alignment(at, "no")
+    at.button(key="revise").click().run()  # this tab now shows the first item again, answered anew
+    while keys := [b for b in buttons(at, "k") if b.label == "partly"]:
+        keys[0].click().run()
+    con = store.connect(db)
+    try:  # meanwhile another tab of ann's rates the next item
+        campaign = cp.load_campaign(con, "tiny", "align")
+        item = cp.next_item(con, campaign, "ann")
+        assert cp.submit(con, campaign, "ann", item.item_id, {c: 1.0 for c in item.candidate_ids},
+                         cp.shown_order(campaign, "ann", item), 1.0)
+    finally:
+        con.close()
+    before = votes(db)
+    buttons(at, "submit")[0].click().run()
+    assert any(e.value.startswith("Not stored: item_id") for e in at.error) and votes(db) == before
 
 
 def test_the_organisers_alpha_is_the_krippendorff_packages_on_the_stored_votes(db):
