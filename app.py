@@ -38,14 +38,14 @@ pages = {
     key: st.Page(path, title=title, icon=icon, url_path=key, default=key == "overview")
     for key, (path, title, icon) in PAGES.items()
 }
-# An annotator reached through a secret link sees no menu of the audit's pages (`app_ui.access`).
-current = st.navigation(list(pages.values()), position="hidden" if access.annotator_visit() else "sidebar")
+# Served to other machines, only a viewer holding a secret sees the menu of pages (`app_ui.access`).
+current = st.navigation(list(pages.values()), position="sidebar" if access.shows_menu() else "hidden")
 requested = st.query_params.get("page")
 if current is pages["overview"] and requested in pages and requested != "overview":
     # A link to the app's root names its page in the query: go there, keeping the query.
     st.switch_page(pages[requested], query_params={k: st.query_params.get_all(k) for k in st.query_params})
 try:
-    access.refuse_annotator_elsewhere(current.url_path or "overview")
+    access.guard(current.url_path or "overview")
     if current is not pages["annotate"]:  # the sidebar names judges; a blind rater must not see one
         context.sidebar()
     current.run()

@@ -1,15 +1,17 @@
-"""Who may open what (issue 25 item 5): a name on this machine, a campaign's secret link from others.
+"""Who may open what (issue 25 item 5): a name on this machine; from others, a secret one can revoke.
 
 On this machine only (the server listens on a loopback address: `localhost`, 127.0.0.1 or ::1, the
-default of .streamlit/config.toml) a name is enough: every page opens, and the Annotate page asks who
-rates. When the server listens on another address (`--server.address 0.0.0.0`), the Annotate page
-opens only with a valid token (`?token=`, from `python -m runners.campaign invite`; checked by
-`audit_core.campaigns.token_holder`, which keeps hashes only and honours `campaign revoke`), and the
-token names the campaign and the annotator: it opens that campaign's Annotate page and nothing else.
-Every other page refuses a visit that carries a token, or that comes from a session which showed one,
-and an annotator's session shows no page menu: a secret link never leads to the audit (judges, picks,
-scores). Visitors without a token see the other pages as `--server.address` has always served them,
-so open the server only to a network whose people may see the audit.
+default of .streamlit/config.toml) nothing is asked: every page opens, and the Annotate page asks who
+rates. When the server listens on another address (`--server.address 0.0.0.0`), everyone it lets in
+holds a secret that can be revoked, and it is checked again on every page run:
+
+- the Annotate page opens only with a valid annotator token (`?token=`, from `python -m runners.campaign
+  invite`; `audit_core.campaigns.token_holder`, hashes only, `campaign revoke`), and the token names the
+  campaign and the annotator: it opens that campaign's Annotate page and nothing else;
+- every other page opens only with a valid viewer secret (`?key=`, from `python -m runners.access grant`;
+  `audit_core.store.viewer_keys`, hashes only, `access revoke`), kept for the session once shown, so the
+  page menu's links (which drop the query) still open; a visit or session that showed an annotator token
+  is refused there even with a key, and sees no page menu.
 """
 
 from __future__ import annotations
@@ -18,10 +20,15 @@ import ipaddress
 
 import streamlit as st
 
+from audit_core.store import viewer_keys
+
 TOKEN = "token"  # the URL parameter of an annotator's secret link
+KEY = "key"  # the URL parameter of a viewer's secret link
 ANNOTATE = "annotate"  # the page a token opens
 _SHOWN = "_annotator_token"  # session state: the token this session showed, kept across its pages
+_KEY = "_viewer_key"  # session state: the viewer secret this session showed
 LOCAL_NAMES = frozenset({"localhost"})
+NO_SECRET = "This server is open to other machines: open the link you were given."
 
 
 def serves_network(address: str | None) -> bool:
@@ -50,15 +57,31 @@ def shown_token() -> str | None:
     return st.session_state.get(_SHOWN)
 
 
-def annotator_visit() -> bool:
-    """Whether this is an annotator's visit from another machine: served on a network, with a token."""
-    return on_network() and shown_token() is not None
+def viewer() -> str | None:
+    """The name of the viewer whose valid secret this visit carries (the URL's `key`) or this session showed
+    before, checked now against the viewer secrets' file (`audit_core.store.viewer_keys.holder`); None when
+    there is none, or it is not valid (unknown, revoked, malformed)."""
+    key = st.query_params.get(KEY)
+    if key:
+        st.session_state[_KEY] = key
+    shown = st.session_state.get(_KEY)
+    return viewer_keys.holder(shown) if shown else None
 
 
-def refuse_annotator_elsewhere(page: str) -> None:
-    """Stop `page` (a page key of app.py) with one line when an annotator's token reaches it on a network:
-    a secret link opens its campaign's Annotate page only."""
-    if page != ANNOTATE and annotator_visit():
+def shows_menu() -> bool:
+    """Whether this visit sees the menu of pages: always on this machine; from others, a viewer's only."""
+    return not on_network() or (shown_token() is None and viewer() is not None)
+
+
+def guard(page: str) -> None:
+    """Stop `page` (a page key of app.py) with one line unless this visit may open it (module docstring).
+    The Annotate page checks its token itself (`app_ui.annotate_views`)."""
+    if page == ANNOTATE or not on_network():
+        return
+    if shown_token() is not None:
         st.error("An annotator's link opens its campaign's Annotate page only. Use the link you were given.",
                  icon=":material/lock:")
+        st.stop()
+    if viewer() is None:
+        st.error(NO_SECRET, icon=":material/lock:")
         st.stop()

@@ -1,6 +1,7 @@
 """Access (issue 25 item 5, `app_ui.access`): on this machine a name is enough; served to other machines,
-the Annotate page opens only with a valid token, a token opens its own campaign only, as its annotator,
-and no other page opens for a visit or session that carries one."""
+the Annotate page opens only with a valid annotator token, a token opens its own campaign only, as its
+annotator, and no other page opens for a visit or session that carries one; every other page opens only
+with a valid viewer secret, checked again on every run."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import pytest
 from streamlit import config
 from streamlit.testing.v1 import AppTest
 
-from app_ui.access import serves_network
+from app_ui.access import NO_SECRET, serves_network
 from audit_core import campaigns as cp
 from audit_core import store
+from audit_core.store import viewer_keys
 from tests.support.app import build_app_db
 from tests.support.paths import APP
 
@@ -122,3 +124,37 @@ def test_a_revoked_token_is_refused(db):
         con.close()
     at = visit({"page": "annotate", "db": str(db), "campaign": "A", "token": token})
     assert "not valid" in refused(at) and not at.button
+
+
+@pytest.mark.usefixtures("on_network")
+def test_served_to_others_every_other_page_needs_a_viewer_secret_checked_on_every_run(db):
+    for page in ("overview", "explorer", "alignment", "findings"):
+        at = visit({"page": page, "db": str(db)})
+        assert NO_SECRET in refused(at) and not at.title and not at.sidebar.children, page
+    secret = viewer_keys.grant("organiser-test")
+    at = visit({"page": "overview", "db": str(db), "key": secret})
+    assert not refused(at) and at.title[0].value == "Overview"
+    at.query_params.clear()  # the page menu's links drop the query: the session keeps the secret
+    at.switch_page("app_pages/gates.py").run()
+    assert not refused(at) and at.title[0].value == "Gate lab"
+    viewer_keys.revoke("organiser-test")
+    at.run()  # the same session's next run: the revoked secret no longer opens anything
+    assert NO_SECRET in refused(at) and not at.title
+
+
+@pytest.mark.usefixtures("on_network")
+def test_a_viewer_secret_does_not_open_the_annotate_page_nor_an_annotator_token_the_audit(db):
+    secret = viewer_keys.grant("viewer-test")
+    at = visit({"page": "annotate", "db": str(db), "campaign": "A", "key": secret})
+    assert "missing its token" in refused(at) and not at.button
+    token = invite(db, "A", "ann")
+    at = visit({"page": "overview", "db": str(db), "key": secret, "token": token})
+    assert "opens its campaign's Annotate page only" in refused(at) and not at.title
+
+
+@pytest.mark.usefixtures("on_network")
+@pytest.mark.parametrize("value", ["", "x", "a" * 43, "a" * 5_000, "%00", "\u202e\u0000", "../../etc/passwd",
+                                   "<script>alert(1)</script>", "key=x&key=y"])
+def test_any_other_key_is_refused_in_one_line(db, value):
+    at = visit({"page": "overview", "db": str(db), "key": value})
+    assert refused(at) == NO_SECRET and not at.title
