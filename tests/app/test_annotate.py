@@ -23,6 +23,7 @@ pytestmark = pytest.mark.usefixtures("data_folder")
 JUDGES = ("JUDGEMARKqx", "JUDGEMARKzv")
 NAMES = ("ann", "bob", "cy")
 ALPHA_TOLERANCE = 5e-4  # the page shows alpha to 3 decimals
+HOSTILE = "A <script>alert(1)</script> *festival* \u202e$x$ :red[y]"
 
 
 def marked_store(db, images):
@@ -244,3 +245,35 @@ def test_links_naming_what_does_not_exist_or_is_not_allowed_are_refused(db, tmp_
     assert any("annotator" in w.value for w in at.warning) and not votes(db)
     at = visit({"db": str(db), "campaign": "align", "view": "sideways"})
     assert any("view" in w.value for w in at.warning)
+
+
+def test_prompts_and_names_from_the_data_are_drawn_as_text_with_invisible_characters_marked(db):
+    con = store.connect(db)
+    try:
+        with store.transaction(con):
+            con.execute("UPDATE prompts SET prompt = ?", [HOSTILE])
+        cp.create_campaign(con, "tiny", "open\u202ecampaign", "alignment", "crowd", "uniform", 2, 1, new_pool=True)
+    finally:
+        con.close()
+    name = "eve\u202e<b>x</b>"
+    at = visit({"db": str(db), "campaign": "open\u202ecampaign", "annotator": name})
+    text = drawn(at).replace(name, "", 1)  # the name box holds what was typed, as typed; nothing else may
+    assert "\u202e" not in text and "open⟨U+202E⟩campaign" in text
+    (prompt,) = [m.value for m in at.markdown if m.value.startswith("**Prompt:**")]
+    assert "⟨U+202E⟩" in prompt and "<script>" not in prompt.replace("\\<script>", "")
+    rate_alignment(at)
+    assert {a for a, *_ in votes(db)} == {name}  # stored as given, shown marked
+
+
+def test_the_overview_and_alignment_pages_follow_new_votes_without_a_restart(db):
+    def pools() -> list[str]:
+        at = AppTest.from_file(APP, default_timeout=120)
+        at.query_params.update({"db": str(db), "page": "overview", "resamples": "1000"})
+        at.run()
+        assert not at.exception, [e.message for e in at.exception]
+        boxes = [s for s in at.sidebar.selectbox if s.label == "Reference pool"]
+        return list(boxes[0].options) if boxes else []
+
+    assert "crowd" not in pools()  # no vote in the campaign's new pool yet
+    rate_alignment(visit({"db": str(db), "campaign": "align", "annotator": "ann"}))
+    assert "crowd" in pools()  # the same server process: its caches followed the file
