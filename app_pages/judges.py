@@ -14,6 +14,7 @@ whether order flips grow with the stakes. Every table is drawn at its full heigh
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from app_ui import context, draw, glance, judge_change_views
@@ -46,11 +47,13 @@ if result.timing is not None:
     glance.frame(draw.table(result.timing, ["judge", "calls", "valid", "recovered", "failed", "not_json"]))
     st.caption("Valid: accepted by the strict parser; recovered: by the lenient one; failed: unparsed or a runtime "
                "error (the judge abstains); not JSON: not JSON at all.")
-    st.subheader("Seconds per call, and what an agreement gate costs")
+    st.subheader("Seconds per call, and what each multi-call policy costs")
     glance.frame(draw.table(result.timing, ["judge", "orders", "seconds_median", "seconds_mean",
                                             "prompt_seconds_one_order", "prompt_seconds_all_orders", "all_over_one"]))
     own = costs[costs["kind"] != "judge_gate"]
-    glance.frame(draw.table(own.assign(policy=glance.coverage_labels(own), over_one=own["over_one"].map(glance.times)),
+    calls = [numbers.MISSING if pd.isna(c) else f"{c:.3g}" for c in own["judge_calls"]]  # 1.4 for prior-corrected
+    glance.frame(draw.table(own.assign(policy=glance.coverage_labels(own), over_one=own["over_one"].map(glance.times),
+                                       judge_calls=calls),
                             ["policy", "judge_calls", "seconds_per_prompt", "over_one"]).rename(columns={
         "judge calls": "judge calls per prompt", "seconds per prompt": "s / prompt", "over one": "cost vs one order"}))
     st.caption("Seconds as recorded with every call: per prompt, over the prompts where every call a policy reads "

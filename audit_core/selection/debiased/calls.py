@@ -138,36 +138,38 @@ def ordered_calls(data: SelectionData, calls: pd.DataFrame, judges: Sequence[str
     label_probs) for a record that is not a JSON object of label -> probability in [0, 1].
     """
     judges = list(data.judges if judges is None else judges)
-    calls = calls[calls["judge"].isin(judges)]
+    judge_code = pd.Index(judges).get_indexer(calls["judge"])
+    row = pd.Index(data.prompts["prompt_id"]).get_indexer(calls["prompt_id"])
+    kept = (judge_code >= 0) & (row >= 0)
+    calls = calls[kept].assign(judge_code=judge_code[kept], row=row[kept])
     calls = calls.assign(**{c: None for c in ("ranking", "label_probs") if c not in calls.columns})
-    column_of = pd.Series(np.nonzero(data.mask)[1], index=data.candidate_ids[data.mask])
     shown = _listed(calls, "slot_candidate_ids", "candidate_id", "slot")
-    shown = shown[shown["candidate_id"].isin(column_of.index)]
-    shown = shown.assign(canonical_index=column_of.loc[shown["candidate_id"]].to_numpy())
+    column = pd.Index(data.candidate_ids[data.mask]).get_indexer(shown["candidate_id"])
+    shown = shown[column >= 0].assign(canonical_index=np.nonzero(data.mask)[1][column[column >= 0]])
     ranked = _listed(calls, "ranking", "label", "rank")
-    row_of = pd.Series(np.arange(data.n_prompts), index=data.prompts["prompt_id"].to_numpy())
     ties = tie_order(data.prompts["prompt_id"].to_numpy(dtype=object), data.candidate_ids, data.mask)
-    return {judge: _ordered(data, judge, *(f[f["judge"] == judge] for f in (calls, shown, ranked)), row_of, ties)
-            for judge in judges}
+    return {judge: _ordered(data, judge, *(f[f["judge_code"].to_numpy() == j] for f in (calls, shown, ranked)), ties)
+            for j, judge in enumerate(judges)}
 
 
 def _listed(calls: pd.DataFrame, column: str, item: str, position: str) -> pd.DataFrame:
-    """One row per (call, entry of its list `column`): judge, prompt_id, order_index, the entry as
-    `item` and its 0-based place in the list as `position`; calls whose list is NULL or empty give none."""
-    rows = calls[["judge", "prompt_id", "order_index", column]].reset_index(drop=True).explode(column)
+    """One row per (call, entry of its list `column`): judge_code, row (the prompt's), order_index, the
+    entry as `item` and its 0-based place in the list as `position`; calls whose list is NULL or empty
+    give none."""
+    rows = calls[["judge_code", "row", "order_index", column]].reset_index(drop=True).explode(column)
     rows = rows.assign(**{position: rows.groupby(level=0).cumcount()}).rename(columns={column: item})
     return rows[rows[item].notna()].reset_index(drop=True)
 
 
 def _ordered(data: SelectionData, judge: str, calls: pd.DataFrame, shown: pd.DataFrame, ranked: pd.DataFrame,
-             row_of: pd.Series, tie_ranks: np.ndarray) -> OrderedCalls:
+             tie_ranks: np.ndarray) -> OrderedCalls:
     n, width, k = data.n_prompts, data.mask.shape[1], data.n_orders(judge)
     slot_order = np.full((n, k, width), ABSENT, dtype=np.int64)
-    slot_order[row_of.loc[shown["prompt_id"]].to_numpy(), shown["order_index"].to_numpy(),
+    slot_order[shown["row"].to_numpy(dtype=np.int64), shown["order_index"].to_numpy(),
                shown["slot"].to_numpy()] = shown["canonical_index"].to_numpy()
 
     rankings = np.full((n, k, width), ABSENT, dtype=np.int64)
-    r, o = row_of.loc[ranked["prompt_id"]].to_numpy(), ranked["order_index"].to_numpy()
+    r, o = ranked["row"].to_numpy(dtype=np.int64), ranked["order_index"].to_numpy()
     rank = ranked["rank"].to_numpy()
     slot = np.array([ord(label) - ord("A") if len(label) == 1 else width for label in ranked["label"]], dtype=np.int64)
     inside = (0 <= slot) & (slot < width) & (rank < width)
@@ -179,7 +181,7 @@ def _ordered(data: SelectionData, judge: str, calls: pd.DataFrame, shown: pd.Dat
 
     label_probs = np.full((n, k, width), np.nan)
     seconds = np.full((n, k), np.nan)
-    rows, orders = row_of.loc[calls["prompt_id"]].to_numpy(), calls["order_index"].to_numpy()
+    rows, orders = calls["row"].to_numpy(), calls["order_index"].to_numpy()
     seconds[rows, orders] = calls["seconds"].to_numpy(dtype=float, na_value=np.nan)
     recorded = calls["label_probs"].notna().to_numpy()
     for row, order, text, pid in zip(rows[recorded], orders[recorded], calls["label_probs"][recorded],
