@@ -58,6 +58,7 @@ from audit_core.stats.resampling import Resampling
 from audit_core.store.schema import ERROR_OUTCOMES
 
 CHUNK_WEIGHTS = 1 << 22  # prompts × resamples of one chunk's weights (16 MB as float32)
+CHUNK_PROMPTS = 4_096  # prompts of one chunk at most (its per-policy statistics: ~60 policies × 40 values each)
 SUM_TOLERANCE = 1e-5  # relative change of a resampled sum with another chunking (float32 within a chunk)
 FIELDS = ("base_judge", "threshold", "orders", "partner")
 DRAWN_KINDS = ("random", "oracle")  # policies whose choice is a distribution made from the ratings
@@ -155,8 +156,8 @@ def _support(stat: str) -> str:
 
 
 def chunk_rows(resampling: Resampling) -> int:
-    """Prompts per chunk: CHUNK_WEIGHTS weights at most (one prompt at least)."""
-    return max(1, CHUNK_WEIGHTS // max(resampling.resamples, 1))
+    """Prompts per chunk: CHUNK_PROMPTS and CHUNK_WEIGHTS weights at most (one prompt at least)."""
+    return max(1, min(CHUNK_PROMPTS, CHUNK_WEIGHTS // max(resampling.resamples, 1)))
 
 
 def chunk_partials(layout: Layout, keys: np.ndarray, outcomes: Mapping[str, np.ndarray],
@@ -169,10 +170,9 @@ def chunk_partials(layout: Layout, keys: np.ndarray, outcomes: Mapping[str, np.n
     drawn = {"random": metrics.uniform_choice(h), "oracle": metrics.oracle_choice(h)}
     stats = {ref.name: metrics.prompt_stats(pools, drawn[ref.kind] if ref.kind in DRAWN_KINDS else picks[ref.name])
              for ref in layout.policies}
-    names, columns, points, point_columns = [], [], [], []
+    names, columns, points, point_columns, slice_columns = [], [], [], [], []
     regrets = {}
     missing = np.full(len(h), np.nan)
-    slice_columns = []
     for ref in layout.policies:
         s = stats[ref.name]
         if not ref.report:
@@ -185,48 +185,65 @@ def chunk_partials(layout: Layout, keys: np.ndarray, outcomes: Mapping[str, np.n
         if ref.ungated is not None:
             values["regret_vs_ungated"] = s["regret"] - stats[ref.ungated]["regret"]
         for stat, v in values.items():
-            defined = ~np.isnan(v)
             key = "regret_vs_ungated" if stat == "regret_vs_ungated" else _support(stat)
             names.append(f"{ref.name}\t{stat}")
-            columns.append(np.where(defined, v, 0.0))
-            supports.setdefault(key, defined)
-        for key, defined in supports.items():
+            columns.append(v)
+            if key not in supports:
+                supports[key] = v
+        for key, v in supports.items():
             names.append(f"{ref.name}\t#{key}")
-            columns.append(defined.astype(float))
+            columns.append(np.where(np.isnan(v), np.nan, 1.0))
         for k, v in point_values(s).items():
             points.append(f"{ref.name}\t{k}")
             point_columns.append(v)
         regret = s["regret"][~np.isnan(s["regret"])]
         regrets[ref.name] = tuple(np.unique(regret, return_counts=True))
         stereotype = s.get("stereotype_delta", missing)
-        for v in (s["regret"], s["gain"], s["random_regret"], stereotype):
-            slice_columns.append(np.nan_to_num(v))
-        slice_columns += [s["acted"], (~np.isnan(stereotype)).astype(float)]
-        slice_columns += [np.nan_to_num(s[k]) for k in POINT_STATS]
-    x = np.column_stack(columns)
-    point_matrix = np.column_stack(point_columns)
+        slice_columns += [s["regret"], s["gain"], s["random_regret"], stereotype, s["acted"],
+                          np.where(np.isnan(stereotype), np.nan, 1.0), *(s[k] for k in POINT_STATS)]
+    x = _filled_rows(columns)
+    point_matrix = np.stack(point_columns)
     defined = ~np.isnan(point_matrix)
-    slice_x = np.column_stack(slice_columns).reshape(len(h), -1, len(SLICE_BOOT) + len(POINT_STATS))
-    boot = slice_x[:, :, :len(SLICE_BOOT)].reshape(len(h), -1)
+    point_matrix[~defined] = 0.0
     resampling = layout.resampling
     weights = poisson_weights(keys, resampling.seed, 0, resampling.resamples).astype(np.float32)
-    x32, boot32 = x.astype(np.float32), boot.astype(np.float32)
-    slice_sums = np.zeros((layout.values, slice_x.shape[1] * slice_x.shape[2]))
-    slice_resampled = np.zeros((layout.values, resampling.resamples, boot.shape[1]))
-    slice_prompts = np.zeros(layout.values, dtype=np.int64)
-    flat = slice_x.reshape(len(h), -1)
+    slice_sums, slice_resampled, slice_prompts = _slice_partials(layout, _filled_rows(slice_columns), weights, codes)
+    return Partials(tuple(names), x.sum(axis=0), weights.T @ x.astype(np.float32), tuple(points),
+                    point_matrix.sum(axis=1), defined.sum(axis=1).astype(np.int64),
+                    slice_sums, slice_resampled, slice_prompts, regrets, len(h))
+
+
+def _filled_rows(columns: list[np.ndarray]) -> np.ndarray:
+    """(c, k) float64 matrix of the k per-prompt columns, 0 where undefined (NaN)."""
+    rows = np.stack(columns, axis=1)
+    rows[np.isnan(rows)] = 0.0
+    return rows
+
+
+def _slice_partials(layout: Layout, rows: np.ndarray, weights: np.ndarray,
+                    codes: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(exact sums (V, k), weighted sums (V, B, boot columns), prompts (V,)) of the slice columns (c, k) per
+    value of every slice (V values in all), columns laid out per reported policy as SLICE_BOOT then POINT_STATS."""
+    per = len(SLICE_BOOT) + len(POINT_STATS)
+    c = len(rows)
+    boot = np.ascontiguousarray(rows.reshape(c, -1, per)[:, :, :len(SLICE_BOOT)].reshape(c, -1), dtype=np.float32)
+    sums = np.zeros((layout.values, rows.shape[1]))
+    resampled = np.zeros((layout.values, weights.shape[1], boot.shape[1]))
+    prompts = np.zeros(layout.values, dtype=np.int64)
     start = 0
     for (_, values), code in zip(layout.slices, codes):
+        order = np.argsort(code, kind="stable")
+        bounds = np.searchsorted(code[order], np.arange(len(values) + 1))
+        prompts[start:start + len(values)] = np.diff(bounds)
+        whole = len(values) == 1 and bounds[1] == len(order)  # one value holding every prompt: no reordering
+        ordered, drawn, kept = (rows, weights, boot) if whole else (rows[order], weights[order], boot[order])
         for g in range(len(values)):
-            rows = np.flatnonzero(code == g)
-            slice_prompts[start + g] = len(rows)
-            if len(rows):
-                slice_sums[start + g] = flat[rows].sum(axis=0)
-                slice_resampled[start + g] = weights[rows].T @ boot32[rows]
+            lo, hi = bounds[g], bounds[g + 1]
+            if hi > lo:
+                sums[start + g] = ordered[lo:hi].sum(axis=0)
+                resampled[start + g] = drawn[lo:hi].T @ kept[lo:hi]
         start += len(values)
-    return Partials(tuple(names), x.sum(axis=0), (weights.T @ x32).astype(np.float64), tuple(points),
-                    np.where(defined, point_matrix, 0.0).sum(axis=0), defined.sum(axis=0).astype(np.int64),
-                    slice_sums, slice_resampled, slice_prompts, regrets, len(h))
+    return sums, resampled, prompts
 
 
 def _median(distinct: np.ndarray, counts: np.ndarray) -> float:
