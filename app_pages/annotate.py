@@ -5,8 +5,9 @@ machine) or follows a secret link (`&token=`, from another machine: `app_ui.acce
 prompt and the images in the order drawn for them, the scale as buttons with keyboard shortcuts, skip,
 change the last answer, a progress bar; they resume where they left off. No judge, pick, score,
 generator or country, nor another annotator's answer, is read for this view (`app_ui.annotate_views`).
-On this machine, the Organiser view shows items done per annotator, Krippendorff's α per pool with
-its interval, each annotator's agreement with the rest, median seconds, and a link to the audit.
+The Organiser view (on this machine, or from another with a viewer secret) shows items done per
+annotator, Krippendorff's α per pool with its interval, each annotator's agreement with the rest,
+median seconds, and a link to the audit.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from audit_core.user_text import visible
 
 st.title("Annotate")
 view = views.view()
-desk = views.desk(ask_name=view == "rate")
+desk = views.desk(view)
 warn_refused()
 st.caption(visible(f"Campaign {desk.campaign.name} · {desk.campaign.task} · dataset {desk.campaign.dataset}"))
 if view == "organiser":

@@ -100,24 +100,25 @@ def database() -> tuple[str, str, bool]:
 
 
 def view() -> str:
-    """The view this visit opens: "rate" for annotators from other machines; on this machine the URL's
-    `view` (a choice of VIEWS)."""
+    """The view this visit opens (a key of VIEWS): on this machine the URL's `view`, a choice; from another
+    machine "rate" for an annotator's token, "organiser" for a viewer's secret (`app_ui.access`)."""
     if access.on_network():
-        return "rate"
+        return "organiser" if access.shown_token() is None and access.viewer() is not None else "rate"
     adopt(VIEW, "rate", list(VIEWS))
     chosen = st.segmented_control("View", list(VIEWS), key=VIEW, format_func=VIEWS.get, label_visibility="collapsed")
     publish(VIEW, chosen, "rate")
     return chosen or "rate"
 
 
-def desk(ask_name: bool) -> Desk:
-    """The campaign and annotator of this visit: from the token on a network (`app_ui.access`), else from
-    the link's `campaign` (a choice when it names none) and, with `ask_name`, the name the annotator gives."""
-    if access.on_network():
+def desk(view: str) -> Desk:
+    """The campaign and annotator of this visit: for rating from another machine, the token's (`app_ui.access`);
+    else the link's `campaign` (a choice when it names none) and, for rating, the name the annotator gives."""
+    if access.on_network() and view == "rate":
         return _desk_by_token()
     db_name, db_path, db_default = database()
     campaign = _campaign(db_path)
-    return Desk(db_name, db_path, db_default, campaign, _annotator_name(campaign) if ask_name else None, by_token=False)
+    annotator = _annotator_name(campaign) if view == "rate" else None
+    return Desk(db_name, db_path, db_default, campaign, annotator, by_token=False)
 
 
 def _desk_by_token() -> Desk:

@@ -143,10 +143,11 @@ def test_served_to_others_every_other_page_needs_a_viewer_secret_checked_on_ever
 
 
 @pytest.mark.usefixtures("on_network")
-def test_a_viewer_secret_does_not_open_the_annotate_page_nor_an_annotator_token_the_audit(db):
+def test_a_viewer_secret_opens_the_organisers_view_not_the_rating_nor_a_token_the_audit(db):
     secret = viewer_keys.grant("viewer-test")
-    at = visit({"page": "annotate", "db": str(db), "campaign": "A", "key": secret})
-    assert "missing its token" in refused(at) and not at.button
+    at = visit({"page": "annotate", "db": str(db), "campaign": "A", "key": secret, "view": "rate"})
+    assert not refused(at) and not at.button and not at.selectbox and not at.text_input
+    assert [h.value for h in at.subheader][0] == "Items done per annotator" and len(at.dataframe) == 3
     token = invite(db, "A", "ann")
     at = visit({"page": "overview", "db": str(db), "key": secret, "token": token})
     assert "opens its campaign's Annotate page only" in refused(at) and not at.title
