@@ -2,8 +2,9 @@
 
 What each judge saw (one grid row per order, one column per slot, each judge's
 pick framed in its colour), the held-out ratings with the individual votes,
-what each judge's order-0 pick cost, what every gate did, and on demand the raw
-text of every call. Previous/next walk the explorer's current filter.
+what each judge's order-0 pick cost, what every policy (gates and debiased selectors
+included) returned, with a note on what it is, and on demand the raw text of every call.
+Previous/next walk the explorer's current filter (a DuckDB query, `browse.pool_place`).
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ draw.header(
     "One pool in every order: what each judge saw, what it returned, and what each gate did with it.",
 )
 data = sel.data()
-flt = context.pool_filter_from_url(context.filter_options(data))
-matches = browse.filter_pools(data, sel.outcomes(), flt) if sel.judge else data.prompts
-ids = matches["prompt_id"].tolist()
-first = ids[0] if ids else data.prompts["prompt_id"].iat[0]
+policies = sel.policies()
+flt = context.pool_filter_from_url(sel.filter_options(), list(sel.judge_policies()))
+table = sel.pool_table(flt.policy) if sel.judge else None
+first = (browse.pool_place(table, flt, "").first if table is not None else None) or data.prompts["prompt_id"].iat[0]
 prompt_id = context.bound(st.text_input, "Prompt id", "prompt", first, always=True)
 try:
     row = browse.prompt_row(data, prompt_id)
@@ -40,7 +41,8 @@ pool = data.prompts.iloc[row]
 st.subheader("Prompt")
 st.text(draw.visible(pool["prompt"]))
 st.caption(f"{draw.esc(draw.place(pool['country']) if pool['country'] else 'no country')} · {draw.esc(pool['category'] or 'no category')} · {pool['m']} images")
-previous, following = browse.neighbours(ids, prompt_id)
+place = browse.pool_place(table, flt, prompt_id) if table is not None else None
+previous, following = (place.previous, place.following) if place else (None, None)
 link_filter = context.filter_params(flt)
 nav = st.columns(3)
 if previous:
@@ -52,8 +54,8 @@ if following:
     nav[2].page_link("app_pages/detail.py", label="Next pool", icon=":material/arrow_forward:",
                      query_params=sel.link("detail", prompt=following, **link_filter))
 st.caption(
-    f"Pool {ids.index(prompt_id) + 1:,} of the {len(ids):,} in the explorer's current filter."
-    if prompt_id in ids else "This pool is outside the explorer's current filter."
+    f"Pool {place.place:,} of the {place.count:,} in the explorer's current filter."
+    if place and place.place else "This pool is outside the explorer's current filter."
 )
 
 # --- what each judge saw, order by order
@@ -65,7 +67,7 @@ colours = glance.name_colours(sel)
 marks = browse.judge_marks(sel.judges)
 st.subheader("What each judge saw and returned")
 draw.legend(sel.judges, colours, marks)
-paths = sel.image_paths()
+paths = sel.image_paths(candidate_ids)
 grid = browse.pool_grid(calls)
 if grid.empty:
     st.info("No judge has been called on this pool yet.")
@@ -98,9 +100,12 @@ if sel.judges:
     glance.frame(draw.table(browse.choices_by_order(calls), index=True))
     st.caption("Choices by order: the slot each call named and the image behind it, or the call's failure status.")
 
-st.subheader("Every gate's decision")
-st.caption("A gate acts only when its orders or judges agree; otherwise it abstains and returns nothing.")
-decisions = browse.gate_decisions(data, sel.picks(), row)
+st.subheader("Every gate's decision and every policy's pick")
+st.caption("What each policy returned on this pool: the order-0 pick, other orders, majority, the debiased "
+           "selectors (from the calls alone, never the ratings), scorers and gates. A gate acts only when its "
+           "orders or judges agree; otherwise it abstains and returns nothing.")
+decisions = browse.gate_decisions(data, policies.picks, row)
+decisions.insert(1, "what it is", [browse.policy_note(p, policies.kinds[p]) for p in decisions["policy"]])
 thumbs = {cid: draw.data_uri(paths.get(cid), 64, ratings.loc[cid, "generator"]) for cid in candidate_ids}
 images = [thumbs[c] if acts else draw.abstain_uri(64) for c, acts in zip(decisions["candidate_id"], decisions["acts"])]
 abstains = ~decisions["acts"]

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import streamlit as st
 
 from app_ui import allowed
@@ -40,8 +41,9 @@ from audit_core import (
 from audit_core.errors import DatabaseFileError, DatabaseHeld
 from audit_core.rating.audit import consensus_pools
 from audit_core.selection import browse
+from audit_core.selection.debiased import load_ordered_calls
 from audit_core.selection.outcomes import prompt_outcomes
-from audit_core.selection.policies import policy_picks
+from audit_core.selection.policies import PolicyPicks, valid_picks
 from audit_core.store import audit_cache
 from audit_core.store.schema import DEFAULT_POOL
 from audit_core.user_text import excerpt, visible
@@ -257,14 +259,54 @@ def _image_paths(db_path: str, stamp: float, dataset_id: str) -> dict[str, str |
         con.close()
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def _some_image_paths(db_path: str, stamp: float, dataset_id: str, candidate_ids: tuple[str, ...]) -> dict[str, str | None]:
+    con = store.connect(db_path, read_only=True)
+    try:
+        return browse.load_image_paths(con, dataset_id, candidate_ids)
+    finally:
+        con.close()
+
+
 @st.cache_resource(max_entries=16, show_spinner="Joining ratings to picks…")
 def _outcomes(db_path: str, stamp: float, dataset_id: str, pool: str, judge: str) -> pd.DataFrame:
     return prompt_outcomes(_audit_data(db_path, stamp, dataset_id, pool), judge)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Applying every policy…")
-def _picks(db_path: str, stamp: float, dataset_id: str, pool: str) -> dict[str, np.ndarray]:
-    return policy_picks(_audit_data(db_path, stamp, dataset_id, pool))
+def _picks(db_path: str, stamp: float, dataset_id: str, pool: str) -> PolicyPicks:
+    # every policy, the debiased ones from the ordered calls: computed once per dataset content and kept
+    # beside the database, as the audit is
+    data = _audit_data(db_path, stamp, dataset_id, pool)
+    key = browse.picks_key(_content(db_path, stamp, dataset_id), dataset_id, pool)
+    if (kept := audit_cache.load(db_path, key, PolicyPicks)) is not None:
+        return kept
+    con = store.connect(db_path, read_only=True)
+    try:
+        ordered = load_ordered_calls(con, data)
+    finally:
+        con.close()
+    picks = browse.every_policy(data, ordered)
+    audit_cache.store(db_path, key, picks)
+    return picks
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _filter_options(db_path: str, stamp: float, dataset_id: str, pool: str) -> dict[str, list[str]]:
+    return filter_options(_audit_data(db_path, stamp, dataset_id, pool))
+
+
+@st.cache_resource(max_entries=4, show_spinner="Indexing the pools…")
+def _pool_table(db_path: str, stamp: float, dataset_id: str, pool: str, judge: str) -> pa.Table:
+    return browse.pool_table(_audit_data(db_path, stamp, dataset_id, pool), _outcomes(db_path, stamp, dataset_id, pool, judge))
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _policy_table(db_path: str, stamp: float, dataset_id: str, pool: str, judge: str, policy: str) -> pa.Table:
+    data = _audit_data(db_path, stamp, dataset_id, pool)
+    # the order-0 pick is in the data; any other policy's picks are computed once (`_picks`)
+    pick = _picks(db_path, stamp, dataset_id, pool).picks[policy] if policy else valid_picks(data.picks[judge][:, 0])
+    return browse.with_policy(_pool_table(db_path, stamp, dataset_id, pool, judge), data, pick)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Running the audit (prompt-level bootstrap)…")
@@ -360,9 +402,31 @@ class Selection:
         return _outcomes(self.db_path, self.stamp, self.dataset_id, self.pool, judge or self.judge)
 
     def picks(self) -> dict[str, np.ndarray]:
-        """Every policy's (P,) pick, −1 where it abstains (`policies.policy_picks`)."""
+        """Every policy's (P,) pick, −1 where it abstains: `policies.policy_specs` and each judge's debiased
+        policies (`audit_core.selection.debiased`), in display order."""
+        return self.policies().picks
+
+    def policies(self) -> PolicyPicks:
+        """Every policy's picks, kind and base judge (`picks`)."""
         self._require_selection()
         return _picks(self.db_path, self.stamp, self.dataset_id, self.pool)
+
+    def judge_policies(self) -> dict[str, str]:
+        """The focus judge's policies in the audit (those resting on it), its order-0 policy first -> kind;
+        none without a judge. Read from the audit's policies table, so no policy's picks are computed."""
+        table = self.audit_selection().policies
+        mine = table[table["base_judge"] == self.judge] if self.judge else table.iloc[:0]
+        return dict(zip(mine["policy"], mine["kind"]))
+
+    def filter_options(self) -> dict[str, list[str]]:
+        """The values the explorer's filter offers (`filter_options`), cached."""
+        self._require_selection()
+        return _filter_options(self.db_path, self.stamp, self.dataset_id, self.pool)
+
+    def pool_table(self, policy: str = "") -> pa.Table:
+        """The focus judge's `browse.pool_table` with `policy`'s picks ("" its order-0 pick), for the explorer's queries."""
+        self._require_selection()
+        return _policy_table(self.db_path, self.stamp, self.dataset_id, self.pool, self.judge, policy)
 
     def audit_selection(self) -> SelectionAudit:
         """The full selection audit with the chosen number of bootstrap resamples, seed 0."""
@@ -382,9 +446,12 @@ class Selection:
         rows = _datasets(self.db_path, self.stamp)
         return rows[rows["dataset_id"] == self.dataset_id].iloc[0].to_dict()
 
-    def image_paths(self) -> dict[str, str | None]:
-        """candidate_id → image file (None when the dataset has no image for it)."""
-        return _image_paths(self.db_path, self.stamp, self.dataset_id)
+    def image_paths(self, candidate_ids: Sequence[str] | None = None) -> dict[str, str | None]:
+        """candidate_id → image file (None when the dataset has no image for it), of every candidate or of
+        `candidate_ids` only (one query for a page's images, however large the dataset)."""
+        if candidate_ids is None:
+            return _image_paths(self.db_path, self.stamp, self.dataset_id)
+        return _some_image_paths(self.db_path, self.stamp, self.dataset_id, tuple(candidate_ids))
 
     def pool_records(self, prompt_id: str, candidate_ids: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(calls, votes) of one pool: every selector call on it and its candidates' individual ratings."""
@@ -622,11 +689,16 @@ def filter_options(data: SelectionData) -> dict[str, list[str]]:
             "generator": sorted({g for g in data.source_models[data.mask].tolist() if g})}
 
 
-def pool_filter_from_url(options: Mapping[str, Sequence[str]]) -> browse.PoolFilter:
+def pool_filter_from_url(options: Mapping[str, Sequence[str]], policies: Sequence[str]) -> browse.PoolFilter:
     """The explorer filter named by the URL (the detail page uses it for previous/next); a country,
-    category or generator not among `options` (`filter_options`), an outcome or sort key that does
-    not exist, or a `desc` that is not a flag is `refuse`d."""
+    category or generator not among `options` (`filter_options`), a policy not among `policies` (the
+    focus judge's, its order-0 policy first: `Selection.judge_policies`), an outcome or sort key that
+    does not exist, or a `desc` that is not a flag is `refuse`d."""
     q = st.query_params
+    order0 = policies[0] if policies else ""
+    policy, refused = _parse(q.get("policy"), order0, list(policies))
+    if refused is not None:
+        refuse("policy", refused, order0)
     chosen = {}
     for key in ("country", "category", "generator"):
         chosen[key], refused = _parse(tuple(q.get_all(key)) or None, (), list(options[key]))
@@ -649,6 +721,7 @@ def pool_filter_from_url(options: Mapping[str, Sequence[str]]) -> browse.PoolFil
         outcomes=outcomes,
         sort=sort,
         descending=bool(descending),
+        policy="" if policy == order0 else str(policy),
     )
 
 
@@ -665,6 +738,8 @@ def filter_params(flt: browse.PoolFilter) -> dict[str, UrlValue]:
         params["sort"] = flt.sort
     if not flt.descending:
         params["desc"] = "0"
+    if flt.policy:
+        params["policy"] = flt.policy
     return params
 
 

@@ -3,6 +3,11 @@
 Pure selection and reshaping over `SelectionData`, the per-prompt outcome frame of
 `audit_core.selection.outcomes.prompt_outcomes` and a few bound-parameter queries. No
 statistic is computed here; the app only draws what these functions return.
+
+The app's explorer and pool detail query a `pool_table` (one Arrow row per prompt, built once
+per judge and policy) in DuckDB: `count_pools`, `pool_page` and `pool_place` return a count, one
+page of rows or one pool's place in the filter, never every prompt's rows. `filter_pools` is the
+same filter and order over the pandas frame.
 """
 
 from __future__ import annotations
@@ -14,9 +19,16 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
+from audit_core.selection import metrics
 from audit_core.selection.data import SelectionData
+from audit_core.selection.debiased.calls import OrderedCalls
+from audit_core.selection.debiased.names import BORDA, CALIBRATED, PLACKETT_LUCE, PRIOR_CORRECTED
+from audit_core.selection.debiased.specs import DEBIASED_KIND, with_debiased
 from audit_core.selection.orders import slot_labels
+from audit_core.selection.policies import PolicyPicks, picks_of, policy_specs
+from audit_core.store import audit_cache
 from audit_core.store.schema import OUTCOMES
 
 # Outcome filters: URL key -> (label shown, boolean column of prompt_outcomes).
@@ -44,7 +56,9 @@ class PoolFilter:
 
     Within one field the values are alternatives (OR), except `outcomes`, where
     every listed outcome must hold. `text` matches the prompt literally,
-    case-insensitively.
+    case-insensitively. `policy` names the policy whose picks the pick outcomes
+    (below_mean, best, regret, gain) are about and keeps only the pools it acts on;
+    "" is the focus judge's order-0 pick on every pool.
     """
 
     countries: tuple[str, ...] = ()
@@ -54,15 +68,56 @@ class PoolFilter:
     outcomes: tuple[str, ...] = ()
     sort: str = "regret"
     descending: bool = True
+    policy: str = ""
+
+# What a policy is, in a few words: kind (`policies.PolicySpec.kind`) or debiased method -> note.
+POLICY_NOTES: dict[str, str] = {
+    "judge": "the order-0 pick",
+    "order": "the pick in one other order",
+    "majority": "vote over all orders; acts when every order parsed",
+    "order_gate": "majority pick; acts when at least that many orders agree",
+    "order_gate_rejected": "order-0 pick where that gate abstains",
+    "judge_gate": "order-0 pick; acts when both judges' order-0 picks match",
+    "judge_gate_rejected": "order-0 pick where the two judges differ",
+    "scorer": "highest content score",
+    "scorer_gate": "order-0 pick; acts when the scorer picks the same image",
+    "scorer_gate_rejected": "order-0 pick where the scorer picks another image",
+    BORDA: "debiased: Borda count over every order's ranking",
+    CALIBRATED: "debiased: each order's pick weighted by 1 / the judge's prior for its slot (cross-fitted)",
+    PLACKETT_LUCE: "debiased: strongest image of a Plackett–Luce fit with slot effects",
+    PRIOR_CORRECTED: "debiased: one order's label probabilities divided by the slot prior",
+}
+
+
+def every_policy(data: SelectionData, ordered: Mapping[str, OrderedCalls]) -> PolicyPicks:
+    """The picks of every policy the selection audit evaluates on `data` but random and oracle: the naming
+    contract's (`policies.policy_specs`) and the debiased policies of the judges in `ordered` (judge -> its
+    calls, `debiased.load_ordered_calls`) after each judge's majority (`debiased.specs.with_debiased`)."""
+    return picks_of(with_debiased(policy_specs(data), ordered))
+
+
+def picks_key(content: str, dataset_id: str, pool: str) -> dict[str, object]:
+    """The audit cache's key of `every_policy` on the dataset whose content fingerprint is `content`, with
+    the reference pool `pool`'s data (`audit_core.store.audit_cache`)."""
+    return audit_cache.cache_key(content, dataset_id, "picks", pool=pool)
+
+
+def policy_note(name: str, kind: str) -> str:
+    """A few words on what the policy `name` of kind `kind` returns (POLICY_NOTES; a debiased policy by
+    its method, the last word of its name)."""
+    return POLICY_NOTES.get(name.rsplit(" ", 1)[-1] if kind == DEBIASED_KIND else kind, kind)
 
 
 def filter_pools(data: SelectionData, outcomes: pd.DataFrame, flt: PoolFilter) -> pd.DataFrame:
     """Rows of `outcomes` (aligned with `data.prompts`) matching `flt`, sorted.
 
     The index keeps the prompt row of `data`. Sorting puts missing values (a
-    judge that abstained has no regret) last and breaks ties by prompt id.
+    judge that abstained has no regret) last and breaks ties by prompt id. With a
+    `policy`, rows whose `acts` column is False are left out.
     """
     keep = np.ones(len(outcomes), dtype=bool)
+    if flt.policy and "acts" in outcomes:
+        keep &= outcomes["acts"].to_numpy(dtype=bool)
     if flt.countries:
         keep &= outcomes["country"].isin(flt.countries).to_numpy()
     if flt.categories:
@@ -167,11 +222,16 @@ def pool_tiles(
     )
 
 
-def load_image_paths(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict[str, str | None]:
-    """candidate_id → image path (None when the dataset has no image for it)."""
-    rows = con.execute(
-        "SELECT candidate_id, image_path FROM candidates WHERE dataset_id = ?", [dataset_id]
-    ).fetchall()
+def load_image_paths(
+    con: duckdb.DuckDBPyConnection, dataset_id: str, candidate_ids: Sequence[str] | None = None
+) -> dict[str, str | None]:
+    """candidate_id → image path (None when the dataset has no image for it), of every candidate or of
+    `candidate_ids` only (a page's)."""
+    if candidate_ids is None:
+        return dict(con.execute("SELECT candidate_id, image_path FROM candidates WHERE dataset_id = ?",
+                                [dataset_id]).fetchall())
+    rows = con.execute("SELECT candidate_id, image_path FROM candidates WHERE dataset_id = ? "
+                       "AND list_contains(?::VARCHAR[], candidate_id)", [dataset_id, list(candidate_ids)]).fetchall()
     return dict(rows)
 
 
@@ -299,3 +359,146 @@ def gate_decisions(data: SelectionData, picks: Mapping[str, np.ndarray], row: in
         )
     return pd.DataFrame.from_records(records, columns=["policy", "acts", "candidate_id", "generator", "alignment"])
 
+
+
+# ------------------------------------------------------------ the explorer's queries (DuckDB over Arrow)
+
+# What `pool_page` returns of each pool (the page draws these), besides its `row` as the index.
+PAGE_COLUMNS = ("prompt_id", "prompt", "country", "category", "m", "regret", "gain", "below_mean", "best", "flip",
+                "parse_fail", "rating_range")
+
+
+def pool_table(data: SelectionData, outcomes: pd.DataFrame) -> pa.Table:
+    """One Arrow row per prompt of `data` for the explorer's queries: the columns of `outcomes` (a judge's
+    `prompt_outcomes`, missing values as nulls) but pick_id, `row` (the prompt's row of `data`) and
+    `generators` (the pool's generators, a list). `with_policy` adds a policy's picks."""
+    table = pa.Table.from_pandas(outcomes.drop(columns="pick_id"), preserve_index=False)
+    offsets = np.concatenate([[0], np.cumsum(data.mask.sum(axis=1))]).astype(np.int64)
+    generators = pa.LargeListArray.from_arrays(pa.array(offsets),
+                                               pa.array(data.source_models[data.mask], type=pa.string()))
+    return table.append_column("row", pa.array(np.arange(len(outcomes), dtype=np.int64))).append_column(
+        "generators", generators)
+
+
+def with_policy(table: pa.Table, data: SelectionData, pick: np.ndarray) -> pa.Table:
+    """`table` (`pool_table`) with regret, gain, below_mean and best those of the policy whose (P,) canonical
+    index per prompt is `pick` (−1 where it abstains: nulls), and its `pick` and `acts` (pick ≥ 0)."""
+    h = data.utility
+    chosen = metrics.picked(h, pick)
+    acts = pick >= 0
+    columns = {
+        "regret": pa.array(metrics.regret(h, pick), from_pandas=True),
+        "gain": pa.array(metrics.gain_over_random(h, pick), from_pandas=True),
+        "below_mean": pa.array(metrics.below_mean(h, pick) == 1, mask=np.isnan(chosen)),
+        "best": pa.array(metrics.is_best(h, pick) == 1, mask=np.isnan(chosen)),
+        "pick": pa.array(np.where(acts, pick, -1).astype(np.int64)),
+        "acts": pa.array(acts),
+    }
+    for name, column in columns.items():
+        at = table.schema.get_field_index(name)
+        table = table.set_column(at, name, column) if at >= 0 else table.append_column(name, column)
+    return table
+
+
+def _where(flt: PoolFilter) -> tuple[str, list[object]]:
+    """The SQL condition of `flt` over a `pool_table` and its parameters (column names only from the
+    filters' own lists; every value a parameter)."""
+    conditions, params = ["TRUE"], []
+    if flt.policy:
+        conditions.append("acts")
+    for column, values in (("country", flt.countries), ("category", flt.categories)):
+        if values:
+            conditions.append(f"list_contains(?::VARCHAR[], {column})")
+            params.append(list(values))
+    if flt.generators:
+        conditions.append("list_has_any(generators, ?::VARCHAR[])")
+        params.append(list(flt.generators))
+    if flt.text.strip():
+        conditions.append("contains(upper(prompt), ?)")
+        params.append(flt.text.strip().upper())
+    for key in flt.outcomes:
+        if key not in OUTCOME_FILTERS:
+            raise KeyError(f"unknown outcome filter {key!r} (known: {', '.join(OUTCOME_FILTERS)})")
+        conditions.append(f"coalesce({OUTCOME_FILTERS[key][1]}, FALSE)")
+    return " AND ".join(conditions), params
+
+
+def _order(flt: PoolFilter) -> str:
+    """The SQL order of `flt`: its sort key (missing values last), ties by prompt id ascending."""
+    if flt.sort not in SORT_KEYS:
+        raise KeyError(f"unknown sort key {flt.sort!r} (known: {', '.join(SORT_KEYS)})")
+    direction = "DESC" if flt.descending else "ASC"
+    if flt.sort == "prompt_id":
+        return f"prompt_id {direction}"
+    return f"{flt.sort} {direction} NULLS LAST, prompt_id ASC"
+
+
+def _query(table: pa.Table, sql: str, params: Sequence[object]) -> duckdb.DuckDBPyRelation:
+    """`sql` over `table` as the view `pools`, on a connection of its own (sessions query at once)."""
+    con = duckdb.connect()
+    con.register("pools", table)
+    return con.execute(sql, list(params))
+
+
+def count_pools(table: pa.Table, flt: PoolFilter) -> int:
+    """How many pools of `table` (`pool_table`) match `flt`."""
+    where, params = _where(flt)
+    return int(_query(table, f"SELECT count(*) FROM pools WHERE {where}", params).fetchone()[0])
+
+
+def pool_page(table: pa.Table, flt: PoolFilter, start: int, stop: int) -> pd.DataFrame:
+    """The pools at places [start, stop) of `flt`'s order (as `filter_pools` sorts): PAGE_COLUMNS and
+    `pick`, indexed by the prompt's row of the data."""
+    where, params = _where(flt)
+    columns = ", ".join(("row", *PAGE_COLUMNS, "pick"))
+    sql = f"SELECT {columns} FROM pools WHERE {where} ORDER BY {_order(flt)} LIMIT ? OFFSET ?"
+    page = _query(table, sql, [*params, max(stop - start, 0), start]).df()
+    for flag in ("below_mean", "best", "flip", "parse_fail"):
+        page[flag] = page[flag].astype("boolean")
+    return page.set_index("row").rename_axis(None)
+
+
+@dataclass(frozen=True)
+class PoolPlace:
+    """Where one pool sits in a filter's order: `count` pools match; `place` is the pool's 1-based place
+    (None outside the filter); `previous` and `following` its neighbours' prompt ids (None at the ends or
+    outside); `first` the first pool's prompt id (None when nothing matches)."""
+
+    count: int
+    place: int | None
+    previous: str | None
+    following: str | None
+    first: str | None
+
+
+def pool_place(table: pa.Table, flt: PoolFilter, prompt_id: str) -> PoolPlace:
+    """`prompt_id`'s `PoolPlace` in `flt`'s order over `table` (`pool_table`), without sorting the matches:
+    each row's place in the order is the ascending tuple (missing key, ±key, prompt id), and the pool's
+    place is one plus the count of tuples before its own, its neighbours the nearest tuple on each side."""
+    where, params = _where(flt)
+    if flt.sort not in SORT_KEYS:
+        raise KeyError(f"unknown sort key {flt.sort!r} (known: {', '.join(SORT_KEYS)})")
+    by_id = flt.sort == "prompt_id"
+    missing, value = ("FALSE", "0.0") if by_id else \
+        (f"{flt.sort} IS NULL", f"coalesce({'-' if flt.descending else ''}{flt.sort}, 0.0)")
+    down = by_id and flt.descending  # the only order in which prompt ids descend
+    ids, back = ("DESC", "ASC") if down else ("ASC", "DESC")
+
+    def side(op: str, id_op: str) -> str:
+        return (f"(m.n {op} t.n OR (m.n = t.n AND (m.v {op} t.v OR (m.v = t.v AND m.prompt_id {id_op} t.prompt_id))))")
+
+    before, after = side("<", ">" if down else "<"), side(">", "<" if down else ">")
+    sql = f"""
+        WITH matched AS (SELECT prompt_id, {missing} AS n, {value} AS v FROM pools WHERE {where}),
+             target AS (SELECT n, v, prompt_id FROM matched WHERE prompt_id = ?)
+        SELECT (SELECT count(*) FROM matched),
+               (SELECT prompt_id FROM matched ORDER BY n, v, prompt_id {ids} LIMIT 1),
+               (SELECT count(*) FROM target),
+               (SELECT count(*) FROM matched m, target t WHERE {before}),
+               (SELECT m.prompt_id FROM matched m, target t WHERE {before} ORDER BY m.n DESC, m.v DESC,
+                       m.prompt_id {back} LIMIT 1),
+               (SELECT m.prompt_id FROM matched m, target t WHERE {after} ORDER BY m.n, m.v, m.prompt_id {ids} LIMIT 1)"""
+    count, first, found, ahead, previous, following = _query(table, sql, [*params, prompt_id]).fetchone()
+    if not found:
+        return PoolPlace(int(count), None, None, None, first)
+    return PoolPlace(int(count), int(ahead) + 1, previous, following, first)

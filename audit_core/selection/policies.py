@@ -117,3 +117,20 @@ def policy_picks(data: SelectionData) -> dict[str, np.ndarray]:
     single pick (see the module docstring).
     """
     return {spec.name: spec.pick for spec in policy_specs(data)}
+
+
+@dataclass(frozen=True)
+class PolicyPicks:
+    """Every policy's picks with what each policy is, as the app browses them (and keeps them in the audit
+    cache): picks: name -> (P,) canonical index, −1 where it abstains; kinds: name -> `PolicySpec.kind`;
+    base_judges: name -> the judge it rests on ("" for a scorer). Names in display order."""
+
+    picks: dict[str, np.ndarray]
+    kinds: dict[str, str]
+    base_judges: dict[str, str]
+
+
+def picks_of(specs: list[PolicySpec]) -> PolicyPicks:
+    """The `PolicyPicks` of `specs` (e.g. `policy_specs` with the debiased policies added)."""
+    return PolicyPicks(picks={s.name: s.pick for s in specs}, kinds={s.name: s.kind for s in specs},
+                       base_judges={s.name: s.base_judge or "" for s in specs})

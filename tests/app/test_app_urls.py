@@ -40,8 +40,8 @@ SIDEBAR = ("dataset", "pool", "judge", "resamples")  # read on every page (db an
 # page → (its parameters, a valid link for the one that stops the page when it names nothing)
 SELECTION_PAGES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "overview": (("slice",), {}),
-    "explorer": (("country", "category", "generator", "q", "outcome", "sort", "desc", "per", "pg"), {}),
-    "detail": (("raw", "country", "category", "generator", "q", "outcome", "sort", "desc"), {"prompt": "p003"}),
+    "explorer": (("policy", "country", "category", "generator", "q", "outcome", "sort", "desc", "per", "pg"), {}),
+    "detail": (("raw", "policy", "country", "category", "generator", "q", "outcome", "sort", "desc"), {"prompt": "p003"}),
     "judges": (("slice", "baseline", "candidate", "measure", "policy"), {}),
     "gates": (("gate", "compose"), {}),
     "findings": ((), {}),
