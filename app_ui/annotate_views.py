@@ -198,14 +198,15 @@ def _note(kind: str, text: str) -> None:
     _state()["note"] = (kind, text)
 
 
-def _act(desk: Desk, act: Callable[..., T], *args: Any) -> T | None:
-    """act(con, campaign, annotator, *args) in its own write turn and transaction; a refusal becomes the note."""
+def _act(desk: Desk, act: Callable[..., T], *args: Any) -> tuple[bool, T | None]:
+    """(done, what it returned) of act(con, campaign, annotator, *args) in its own write turn and transaction;
+    a refusal is (False, None) and becomes the note."""
     try:
         with store_lock.writing(desk.db_path) as con:
-            return act(con, desk.campaign, desk.annotator, *args)
+            return True, act(con, desk.campaign, desk.annotator, *args)
     except (cp.CampaignError, DatabaseFileError) as err:
         _note("error", f"Not stored: {err}")
-        return None
+        return False, None
 
 
 def _seconds(item_id: str) -> float:
@@ -220,18 +221,18 @@ def _submit(desk: Desk, item: cp.Item, shown: tuple[str, ...], answer: Callable[
         _note("warning", "Answer every question first.")
         return
     if revising:  # only if the item shown is still their latest rated one (another tab may have rated since)
-        if _act(desk, cp.revise_last, given, _seconds(item.item_id), item.item_id) is not None:
+        if _act(desk, cp.revise_last, given, _seconds(item.item_id), item.item_id)[0]:
             _note("success", "Your last answer was changed.")
         _state()["revising"] = False
         return
-    stored = _act(desk, cp.submit, item.item_id, given, shown, _seconds(item.item_id))
-    if stored is not None:
+    done, stored = _act(desk, cp.submit, item.item_id, given, shown, _seconds(item.item_id))
+    if done:
         _note("success" if stored else "info", "Saved." if stored else "That item was already saved: nothing changed.")
 
 
 def _skip(desk: Desk, item_id: str) -> None:
-    _act(desk, cp.skip, item_id)
-    _note("info", "Skipped.")
+    if _act(desk, cp.skip, item_id)[0]:
+        _note("info", "Skipped.")
 
 
 def _revise(on: bool) -> None:
@@ -244,19 +245,21 @@ def rate(desk: Desk) -> None:
     if (note := state.pop("note", None)) is not None:
         getattr(st, note[0])(note[1])
     campaign, annotator = desk.campaign, desk.annotator
-    left = read(desk.db_path, cp.open_items, campaign, annotator)
-    mine = read(desk.db_path, cp.progress, campaign)
-    mine = mine[mine["annotator"] == annotator]
-    done = int(mine[["rated", "skipped"]].sum().sum()) if len(mine) else 0
+    with store_lock.reading(desk.db_path) as con:
+        left = cp.open_items(con, campaign, annotator)
+        progress = cp.progress(con, campaign)
+        last = cp.last_rated(con, campaign, annotator)  # (item, the order it was shown in) or None
+        upcoming = cp.next_item(con, campaign, annotator) if left else None
+    mine = progress[progress["annotator"] == annotator]
+    done = int(mine[["rated", "skipped"]].sum().sum())
     total = done + len(left)
     st.progress(done / total if total else 1.0, text=f"{done} of {total} items done")
-    last = read(desk.db_path, cp.last_rated, campaign, annotator)  # (item, the order it was shown in) or None
     revising = bool(state["revising"]) and last is not None
     if revising:
         item, shown = last
         st.info("Changing your last answer: answer it again.")
     else:
-        item = read(desk.db_path, cp.next_item, campaign, annotator) if left else None
+        item = upcoming
         if item is None:
             st.success("Every item for you in this campaign is done. Thank you!")
             _revise_button(last is not None)
@@ -287,6 +290,11 @@ def _letter(slot: int) -> str:
     return chr(ord("A") + slot) if slot < 26 else str(slot + 1)
 
 
+def _choose(key: str, value: float) -> None:
+    """Button callback: give the scale widget `key` the value `value` (a key press rates the next image)."""
+    st.session_state[key] = value
+
+
 def _alignment(desk: Desk, item: cp.Item, shown: tuple[str, ...], paths: list[str | None], n: int, revising: bool) -> None:
     """Every image of the pool with the scale under it; the keys rate the first image still unrated."""
     scale = {p.value: p for p in desk.campaign.scale}
@@ -300,8 +308,8 @@ def _alignment(desk: Desk, item: cp.Item, shown: tuple[str, ...], paths: list[st
     if unrated:
         st.caption(f"Image {_letter(unrated[0])}: press a key or a button")
         for col, point in zip(st.columns(len(scale)), scale.values()):
-            col.button(f"{visible(point.label)}", key=f"k{n}_{point.key}", shortcut=point.key,
-                       on_click=st.session_state.__setitem__, args=(keys[unrated[0]], point.value))
+            col.button(visible(point.label), key=f"k{n}_{point.key}", shortcut=point.key,
+                       on_click=_choose, args=(keys[unrated[0]], point.value))
 
     def answer() -> dict[str, float] | None:
         values = [st.session_state.get(key) for key in keys]
