@@ -1,7 +1,7 @@
 """Run the selection audit (and the rating audit, where there is rating data) on one dataset and write its tables.
 
     python -m runners.analyze --db DB --dataset NAME (--out DIR | --cache-only) [--resamples N]
-        [--seed S] [--by COLUMN ...] [--pool NAME]
+        [--seed S] [--by COLUMN ...] [--pool NAME] [--engine local|ray [--parquet DIR] [--partitions N]]
 
 Writes DIR/summary.json, DIR/report.md (the findings in Markdown) and one CSV per
 table: policies, judges, positions, generators, generator_slots, flips_by_range,
@@ -17,6 +17,12 @@ adds a slice by another prompt attribute to slices.csv; `--pool NAME` takes that
 reference pool's consensus as the selection audit's utility (default `all`). Exit
 status 2 with a message naming what is wrong for an unknown database, dataset, pool
 or `--by` column.
+
+Above `audit_core.stats.poisson.POISSON_ABOVE` prompts the selection audit's intervals come from the
+Poisson bootstrap over partial sums (docs/large-studies.md). `--engine ray` makes those sums on a Ray
+cluster (`runners.analyze_ray`: the per-prompt columns exported to Parquet partitions, in a temporary
+folder or in `--parquet DIR` on storage every node reads, reduced per partition batch on the workers
+and added on the driver) and writes the same files as the default `--engine local`.
 
 The selection and rating audits are kept in `<db stem>_cache/` beside the database
 (`audit_core.store.audit_cache`, keyed by the dataset's content, resamples, seed, pool and
@@ -38,13 +44,16 @@ from pathlib import Path
 from audit_core import AttributeAudit, RatingAudit, Resampling, SelectionAudit
 from audit_core.errors import InputError
 from audit_core.rating.rubric_vs_scorer import RubricVsScorer
+from audit_core.selection.partials import local_partials
 from audit_core.store import audit_cache
 from audit_core.store.schema import DEFAULT_POOL
 from audit_core.user_text import escape_markdown
 from findings.output_folder import OutputFolder, check_out
 from findings.summary import findings_markdown, source_note
+from runners.analyze_ray import ray_reducer
 from runners.audits import run_audits
 from runners.command import STORAGE_ERRORS, refused, storage_failed
+from runners.recording.ray_engine import require_ray
 
 
 def non_negative(text: str) -> int:
@@ -120,6 +129,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="also slice by this column of the prompts table (repeatable)")
     parser.add_argument("--pool", default=DEFAULT_POOL,
                         help="reference pool whose consensus is the selection audit's utility (default all)")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="where the large-study partial sums are made: this process (default) or a Ray cluster "
+                             "($RAY_ADDRESS, else this machine's, else a local instance)")
+    parser.add_argument("--parquet", type=Path, metavar="DIR",
+                        help="--engine ray: write the per-prompt Parquet partitions here and keep them (a folder every "
+                             "node reads; default a temporary folder, removed afterwards)")
+    parser.add_argument("--partitions", type=non_negative, metavar="N",
+                        help="--engine ray: Parquet files to split the prompts into (default one per 250,000)")
     parser.add_argument("--cache-only", action="store_true",
                         help="only compute the audits into the cache beside the database (what the app opens), "
                              "writing no files")
@@ -135,7 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not args.cache_only:
             check_out(args.out)  # before the audits, which may take minutes
-        audits = run_audits(db, args.dataset, Resampling(args.resamples, args.seed), args.pool, args.by)
+        reduce = local_partials
+        if args.engine == "ray":
+            require_ray()
+            reduce = ray_reducer(args.parquet, args.partitions or None)
+        audits = run_audits(db, args.dataset, Resampling(args.resamples, args.seed), args.pool, args.by, reduce)
     except (InputError, KeyError, ValueError) as err:  # not a DuckDB file, held by a writer too long,
         return refused(err)  # an unknown --by or an --out that cannot be written (OutputFolderError)
     except STORAGE_ERRORS as err:

@@ -35,6 +35,7 @@ from audit_core import (
 from audit_core.rating.audit import consensus_pools
 from audit_core.rating.rubric_vs_scorer import RubricVsScorer, rubric_vs_scorer
 from audit_core.selection.browse import load_image_paths
+from audit_core.selection.partials import Reducer, local_partials
 from audit_core.store import audit_cache
 from audit_core.store.schema import DEFAULT_POOL
 
@@ -57,8 +58,10 @@ class Audits:
 
 
 def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAULT_POOL,
-               by: Sequence[str] = ()) -> Audits:
-    """Load `dataset` from `db` and run its audits (module docstring), every interval under `resampling`.
+               by: Sequence[str] = (), reduce: Reducer = local_partials) -> Audits:
+    """Load `dataset` from `db` and run its audits (module docstring), every interval under `resampling`;
+    `reduce` makes the selection audit's partial sums above `poisson.POISSON_ABOVE` prompts
+    (`partials.local_partials` here, `runners.analyze_ray.ray_reducer` on a Ray cluster).
 
     Raises KeyError (unknown dataset, or no alignment ratings in `pool` where the dataset
     needs them) and ValueError with a message in args[0], InputError for an unknown `by`
@@ -93,7 +96,7 @@ def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAU
     if data is not None:
         selection_key = audit_cache.selection_key(content, dataset, resampling, pool, tuple(by))
         result, problem = audit_cache.cached(db, selection_key, SelectionAudit, lambda: audit_selection(
-            data, resampling, by=by, calls=calls))
+            data, resampling, by=by, calls=calls, reduce=reduce))
         problems.append(problem)
     if rating_data is not None:
         rating_key = audit_cache.rating_key(content, dataset, resampling)

@@ -18,6 +18,11 @@ Intervals (95% percentile, `audit_core.stats.bootstrap`), as the published study
   on different prompts) resamples all prompts jointly, so both sides move together;
 - a deterministic policy's below-mean rate gets a Wilson interval (random's, an average of
   fractions, is bootstrapped). A prompt's orders and judges travel together in every scheme.
+
+Above `poisson.POISSON_ABOVE` prompts the policies, slices and groups tables come from the
+Poisson bootstrap over partial sums instead (`audit_core.selection.partials`: each mean a ratio
+of weighted sums, memory bounded by the chunk size, the same result however the prompts are
+ordered or split); below it the schemes above hold exactly.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from audit_core.selection.cultural import cultural_table
 from audit_core.selection.data import SelectionData
 from audit_core.selection.debiased.calls import OrderedCalls, ordered_calls
 from audit_core.selection.debiased.specs import DEBIASED_KIND, with_debiased
-from audit_core.selection.partials import poisson_policy_frames
+from audit_core.selection.partials import Reducer, local_partials, poisson_policy_frames
 from audit_core.selection.policies import PolicySpec, policy_specs
 from audit_core.selection.policy_rows import (
     BONFERRONI_LEVEL,
@@ -192,6 +197,7 @@ def evaluated_policies(data: SelectionData, ordered: Mapping[str, OrderedCalls] 
 
 def evaluate_policies(
     data: SelectionData, everything: Sequence[Evaluated], parts: Sequence[slices.Partition], resampling: Resampling,
+    reduce: Reducer = local_partials,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(policies, ungated, slices) frames of the given policies, as `audit` makes them for its own.
 
@@ -200,10 +206,12 @@ def evaluate_policies(
     ungated: regret, gain and bmr of the internal comparisons, by policy; slices: one row per
     (slice, value, reported policy) of `parts` (as `slices.partitions` returns them, country
     second). Every interval depends only on the policy's own values and `resampling`, so a
-    policy gets the same numbers whichever others it is evaluated with.
+    policy gets the same numbers whichever others it is evaluated with. Above
+    `poisson.POISSON_ABOVE` prompts the intervals come from the Poisson bootstrap over partial
+    sums (`partials`), made by `reduce` (default: in chunks on this machine).
     """
     if data.n_prompts > POISSON_ABOVE:
-        return poisson_policy_frames(data, everything, parts, resampling)
+        return poisson_policy_frames(data, everything, parts, resampling, reduce)
     country = parts[1]
     pools = metrics.pool_measures(data.outcomes)
     evaluated = [ev for ev in everything if ev.report]
@@ -264,6 +272,7 @@ def audit_selection(
     resampling: Resampling = Resampling(),
     by: Sequence[str] = (),
     calls: pd.DataFrame | None = None,
+    reduce: Reducer = local_partials,
 ) -> SelectionAudit:
     """Run the whole selection audit on one dataset (DESIGN §4).
 
@@ -273,11 +282,13 @@ def audit_selection(
     (InputError naming an unknown one); calls: the selector calls as `store.load_calls`
     returns them, for what needs each call's slot order, ranking, label probabilities and
     seconds: the debiased policies (`debiased.specs`), generator_slots, timing and the policies'
-    seconds_per_prompt (none of them without the calls; every other number is the same either way).
+    seconds_per_prompt (none of them without the calls; every other number is the same either way);
+    reduce: how the partial sums over every prompt are made above `poisson.POISSON_ABOVE` prompts
+    (`partials.local_partials`, or `runners.analyze_ray` on a Ray cluster).
     """
     parts, slice_notes = slices.partitions(data, by)
     ordered = {} if calls is None else ordered_calls(data, calls)
-    table, ungated, slice_frame = evaluate_policies(data, evaluated_policies(data, ordered), parts, resampling)
+    table, ungated, slice_frame = evaluate_policies(data, evaluated_policies(data, ordered), parts, resampling, reduce)
     table[POLICY_COST_COLUMNS] = policy_costs(table, data, ordered)
     extra_outcomes = [o for o in (*ERROR_OUTCOMES, *SIDE_OUTCOMES) if o in data.outcomes]
     judges, positions, generators, flips, near_ties = _judge_tables(data, resampling)

@@ -32,13 +32,14 @@ Sums run in float32 within a chunk and float64 across chunks: a resampled sum mo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from audit_core.selection import gates, groups, metrics
+from audit_core.selection.data import SelectionData
 from audit_core.selection.policy_rows import (
     BONFERRONI_LEVEL,
     LEVEL,
@@ -377,18 +378,28 @@ def _slice_frame(layout: Layout, total: Partials) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)[[*SLICE_COLUMNS[:3], "prompts", *SLICE_COLUMNS[3:]]]
 
 
-def poisson_policy_frames(data, everything: Sequence, parts: Sequence,
-                          resampling: Resampling) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """`policy_frames` of a whole `SelectionData` on this machine, a chunk of prompts at a time."""
-    outcomes = [o for o in (*ERROR_OUTCOMES, *SIDE_OUTCOMES) if o in data.outcomes]
-    layout = layout_of(everything, outcomes, parts, resampling)
+def local_partials(layout: Layout, data: SelectionData, everything: Sequence, parts: Sequence) -> Partials:
+    """The Partials of every prompt of `data` on this machine, chunk_rows(resampling) prompts at a time;
+    `everything` the evaluated policies (`audit.Evaluated`) and `parts` the slices the layout was made of."""
     keys = prompt_keys(data.prompts["prompt_id"])
-    step = chunk_rows(resampling)
+    codes = [p.codes for p in parts]
+    step = chunk_rows(layout.resampling)
     total = None
     for lo in range(0, data.n_prompts, step):
         rows = slice(lo, lo + step)
         part = chunk_partials(layout, keys[rows], {k: v[rows] for k, v in data.outcomes.items()},
                               {ev.name: ev.choice[rows] for ev in everything if ev.kind not in DRAWN_KINDS},
-                              [p.codes[rows] for p in parts])
+                              [code[rows] for code in codes])
         total = part if total is None else total + part
-    return policy_frames(layout, total)
+    return total
+
+
+Reducer = Callable[[Layout, SelectionData, Sequence, Sequence], Partials]  # the sums over every prompt
+
+
+def poisson_policy_frames(data: SelectionData, everything: Sequence, parts: Sequence, resampling: Resampling,
+                          reduce: Reducer = local_partials) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """`policy_frames` of a whole `SelectionData`, its sums made by `reduce` (default: on this machine)."""
+    outcomes = [o for o in (*ERROR_OUTCOMES, *SIDE_OUTCOMES) if o in data.outcomes]
+    layout = layout_of(everything, outcomes, parts, resampling)
+    return policy_frames(layout, reduce(layout, data, everything, parts))

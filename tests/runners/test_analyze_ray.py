@@ -1,0 +1,107 @@
+"""`runners.analyze --engine ray`: the large-study partial sums made by Ray Data over Parquet partitions
+write the same tables as the local engine.
+
+A Ray head alone in a fresh network namespace (only its loopback; usage stats off), started by the test
+as the Ray run tests start theirs; the driver joins that namespace with `nsenter` and finds the head
+through RAY_ADDRESS. The generated dataset (benchmarks.synthetic, 3 judges × 3 orders) is audited above
+the Poisson threshold, which the driver lowers to 0 for this small set, split into 3 Parquet partitions.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from audit_core.selection.partials import SUM_TOLERANCE
+from benchmarks.synthetic import build_synthetic_db
+from tests.support.paths import REPO
+
+HEAD_START_SECONDS = 90
+DRIVER = textwrap.dedent("""
+    import sys
+    from audit_core.selection import audit
+    from runners import analyze
+    audit.POISSON_ABOVE = 0  # the test's small dataset counts as a large study
+    sys.exit(analyze.main(sys.argv[1:]))
+""")
+
+
+def can_unshare() -> bool:
+    try:
+        return subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture(scope="module")
+def ray_head():
+    """(head process id, environment for drivers): a Ray head alone in its own network namespace."""
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("ray is not installed (requirements-ray.txt)")
+    if not can_unshare() or shutil.which("ip") is None or shutil.which("nsenter") is None:
+        pytest.skip("needs root with unshare -n, nsenter and ip to isolate the Ray head's network")
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths live under it
+    ray = os.path.join(os.path.dirname(sys.executable), "ray")
+    start = (f"ip link set lo up && exec {ray} start --head --block --node-ip-address=127.0.0.1 --port=6379 "
+             f"--num-cpus=2 --num-gpus=0 --include-dashboard=false --object-store-memory=200000000 "
+             f"--disable-usage-stats --temp-dir={temp}")
+    log = open(os.path.join(temp, "head.log"), "w+b")
+    head = subprocess.Popen(["unshare", "-n", "sh", "-c", start], env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + HEAD_START_SECONDS
+    while b"Ray runtime started" not in open(log.name, "rb").read():
+        assert head.poll() is None and time.monotonic() < deadline, open(log.name, "rb").read()[-2000:]
+        time.sleep(0.2)
+    try:
+        yield head.pid, {**env, "RAY_ADDRESS": "127.0.0.1:6379"}
+    finally:
+        head.send_signal(signal.SIGTERM)  # `ray start --block` stops every process it started
+        head.wait(timeout=60)
+        log.close()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_ray_engine_writes_the_local_engines_tables(ray_head, tmp_path):
+    """Every CSV table equal: text and counts exactly, means and interval endpoints within
+    partials.SUM_TOLERANCE (float32 sums within a batch, added in another order)."""
+    pid, env = ray_head
+    local_db, ray_db = tmp_path / "local.duckdb", tmp_path / "ray.duckdb"
+    build_synthetic_db(local_db, n_prompts=1_500, dataset_id="syn")
+    shutil.copy(local_db, ray_db)  # a store each: the audit cache beside one must not answer for the other
+    common = ["--dataset", "syn", "--resamples", "200", "--seed", "3"]
+    local = subprocess.run([sys.executable, "-c", DRIVER, "--db", str(local_db), "--out", str(tmp_path / "local"),
+                            *common], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert local.returncode == 0, local.stderr[-3000:]
+    parquet = tmp_path / "parquet"
+    remote = subprocess.run(["nsenter", "-t", str(pid), "-n", sys.executable, "-c", DRIVER, "--db", str(ray_db),
+                             "--out", str(tmp_path / "ray"), "--engine", "ray", "--partitions", "3",
+                             "--parquet", str(parquet), *common],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert remote.returncode == 0, remote.stderr[-3000:]
+    assert len(list(parquet.glob("*.parquet"))) == 3
+    tables = sorted(p.name for p in (tmp_path / "local").glob("*.csv"))
+    assert tables == sorted(p.name for p in (tmp_path / "ray").glob("*.csv")) and "policies.csv" in tables
+    for name in tables:
+        left, right = pd.read_csv(tmp_path / "local" / name), pd.read_csv(tmp_path / "ray" / name)
+        assert list(left.columns) == list(right.columns) and len(left) == len(right), name
+        for column in left.columns:
+            if left[column].dtype.kind in "fi":
+                np.testing.assert_allclose(left[column].to_numpy(float), right[column].to_numpy(float),
+                                           rtol=SUM_TOLERANCE, atol=SUM_TOLERANCE, equal_nan=True,
+                                           err_msg=f"{name}: {column}")
+            else:
+                assert left[column].astype(str).tolist() == right[column].astype(str).tolist(), f"{name}: {column}"
+    summary = json.loads((tmp_path / "ray" / "summary.json").read_text())
+    assert summary["resamples"] == 200 and summary["seed"] == 3
