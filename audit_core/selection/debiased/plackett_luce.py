@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy import sparse
 
 from audit_core.selection.debiased.calls import ABSENT, OrderedCalls
 from audit_core.selection.debiased.ties import best_of
@@ -81,11 +80,15 @@ class Stages:
         return np.nonzero(self.present)[0]
 
     @cached_property
-    def per_prompt(self) -> sparse.csr_matrix:
-        """(P, T) 1 where stage t is a choice of prompt p: sums stage quantities per prompt."""
-        n = len(self.images)
-        return sparse.csr_matrix((np.ones(n), (self.images[:, 0] // self.width, np.arange(n))),
-                                 shape=(self.n_prompts, n))
+    def places(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """(prompt of each stage, its place among its prompt's stages, the most stages of a prompt): lays
+        the stages out as a (P, depth) grid, so sums over a prompt's stages are batched products."""
+        prompt = self.images[:, 0] // self.width
+        counts = np.bincount(prompt, minlength=self.n_prompts)
+        order = np.argsort(prompt, kind="stable")
+        place = np.empty(len(prompt), dtype=np.int64)
+        place[order] = np.arange(len(prompt)) - (np.cumsum(counts) - counts)[prompt[order]]
+        return prompt, place, int(counts.max(initial=0))
 
     def log_weights(self, params: np.ndarray) -> np.ndarray:
         """(T, width) the log-softmax of the utilities θ_image + β_slot over each stage's images (−∞
@@ -193,15 +196,15 @@ def penalised_hessian(params: np.ndarray, stages: Stages, n_prompts: int, width:
     prompt gathers diag(w) − w wᵀ over its stages, the cross block w_c (1[c shown in s] − v_s), the
     slot block diag(v) − v vᵀ over every stage; the ridge adds ridge·I.
     """
-    n_stages, n_theta, n_slots = len(stages.images), n_prompts * width, len(params) - n_prompts * width
+    n_theta, n_slots = n_prompts * width, len(params) - n_prompts * width
     weight = np.exp(stages.log_weights(params))
     w, image, slot = weight[stages.present], stages.entry_images % width, stages.entry_slots
-    on_image, on_slot = np.zeros((n_stages, width)), np.zeros((n_stages, width))
-    on_image[stages.entry_rows, image] = w
-    on_slot[stages.entry_rows, slot] = w
-    both = np.concatenate([on_image, on_slot], axis=1) if n_slots else on_image
-    outer = (stages.per_prompt @ (on_image[:, :, None] * both[:, None, :]).reshape(n_stages, -1)).reshape(
-        n_prompts, width, -1)
+    prompt, place, depth = stages.places
+    grid = np.zeros((n_prompts, depth, 2 * width))  # per prompt and stage: w on each image, then on each slot
+    grid[prompt[stages.entry_rows], place[stages.entry_rows], image] = w
+    grid[prompt[stages.entry_rows], place[stages.entry_rows], width + slot] = w
+    outer = np.matmul(grid[:, :, :width].transpose(0, 2, 1), grid)  # Σ over the prompt's stages of w ⊗ (w, v)
+    on_slot = grid[:, :, width:].reshape(-1, width)
     strengths = -outer[:, :, :width]
     strengths[:, np.arange(width), np.arange(width)] += (
         np.bincount(stages.entry_images, w, minlength=n_theta).reshape(n_prompts, width) + ridge)
