@@ -17,6 +17,8 @@ holds a secret that can be revoked, and it is checked again on every page run:
 from __future__ import annotations
 
 import ipaddress
+import os
+from pathlib import Path
 
 import streamlit as st
 
@@ -43,9 +45,44 @@ def serves_network(address: str | None) -> bool:
         return True
 
 
+def listening_addresses() -> set[str] | None:
+    """The local addresses of this process's listening TCP sockets, from /proc (Linux); None where /proc
+    cannot say. Sockets are matched to the process by inode, so other processes' servers do not count."""
+    try:
+        inodes = set()
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:  # closed meanwhile
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+        found = set()
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:  # 0A: listening
+                    found.add(_proc_address(fields[1].rsplit(":", 1)[0]))
+        return found
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _proc_address(hexed: str) -> str:
+    """An address as /proc/net/tcp* writes it (32-bit words in host order, little-endian here) as text."""
+    raw = bytes.fromhex(hexed)
+    return str(ipaddress.ip_address(b"".join(raw[k:k + 4][::-1] for k in range(0, len(raw), 4))))
+
+
 def on_network() -> bool:
-    """Whether this server can be reached from other machines (`server.address`, `serves_network`)."""
-    return serves_network(st.get_option("server.address"))
+    """Whether this server can be reached from other machines: by `server.address` when it is set
+    (`serves_network`); unset, Streamlit listens on every interface, so by what this process listens on
+    (no listening socket, as under AppTest: no) and, where /proc cannot say, yes."""
+    address = st.get_option("server.address")
+    if address:
+        return serves_network(address)
+    listening = listening_addresses()
+    return listening is None or any(serves_network(a) for a in listening)
 
 
 def shown_token() -> str | None:

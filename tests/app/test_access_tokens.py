@@ -5,10 +5,13 @@ with a valid viewer secret, checked again on every run."""
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from streamlit import config
 from streamlit.testing.v1 import AppTest
 
+from app_ui import access
 from app_ui.access import NO_SECRET, serves_network
 from audit_core import campaigns as cp
 from audit_core import store
@@ -159,3 +162,22 @@ def test_a_viewer_secret_opens_the_organisers_view_not_the_rating_nor_a_token_th
 def test_any_other_key_is_refused_in_one_line(db, value):
     at = visit({"page": "overview", "db": str(db), "key": value})
     assert refused(at) == NO_SECRET and not at.title
+
+
+def test_an_unset_address_is_judged_by_what_the_process_listens_on():
+    """Unset, Streamlit listens on every interface: a process listening on 0.0.0.0 is on a network; one
+    listening on loopback only, or not at all (AppTest), is not."""
+    before = config.get_option("server.address")
+    config.set_option("server.address", None)
+    try:
+        with socket.socket() as local:
+            local.bind(("127.0.0.1", 0))
+            local.listen()
+            assert "127.0.0.1" in access.listening_addresses() and not access.on_network()
+            with socket.socket() as everywhere:
+                everywhere.bind(("0.0.0.0", 0))
+                everywhere.listen()
+                assert "0.0.0.0" in access.listening_addresses() and access.on_network()
+        assert not access.on_network()
+    finally:
+        config.set_option("server.address", before)
