@@ -1,6 +1,7 @@
 """Poisson bootstrap for large studies: weights that depend on the prompt, not on where it is read.
 
-Above POISSON_ABOVE prompts a study's intervals can come from a Poisson bootstrap (DESIGN §4f):
+Above POISSON_ABOVE prompts the selection audit's intervals come from this Poisson bootstrap (DESIGN §4f;
+`audit_core.selection.partials` reduces the prompts to its sums, docs/large-studies.md):
 prompt p carries weight w_pb ~ Poisson(1) in resample b, and a mean over the prompts a policy
 acts on is the ratio of weighted sums Σ_p w_pb·v_p / Σ_p w_pb·a_p (a_p = 1 where it acts). The
 weight is a pure function of (seed, prompt id, b):
