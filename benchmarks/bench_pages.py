@@ -49,19 +49,19 @@ from benchmarks.synthetic import build_synthetic_db
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 FOCUS = "slot_a"  # the synthetic data's first judge (the app's default focus judge); the demo's is another
-PAGES: tuple[tuple[str, dict[str, str]], ...] = (
+PAGES: tuple[tuple[str, dict[str, str]], ...] = (  # those needing every policy's picks last
     ("overview", {}),
     ("explorer", {}),
     ("explorer", {"outcome": "below_mean", "sort": "gain"}),
     ("explorer", {"country": "Japan", "generator": "flux", "q": "festival", "sort": "prompt_id", "desc": "0"}),
     ("explorer", {"sort": "rating_range", "per": "50", "pg": "9"}),
+    ("judges", {}),
+    ("gates", {}),
+    ("findings", {}),
     ("explorer", {"policy": "{judge} majority", "outcome": "below_mean"}),
     ("explorer", {"policy": "{judge} borda", "outcome": "best", "sort": "gain"}),
     ("detail", {"raw": "1"}),
     ("detail", {"outcome": "flip", "sort": "gain"}),
-    ("judges", {}),
-    ("gates", {}),
-    ("findings", {}),
 )
 FAST_PAGES = ("explorer", "detail")  # the browsing pages: their own target
 WARM_RUNS = 3
