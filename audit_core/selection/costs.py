@@ -105,7 +105,9 @@ def cost_front(policies: pd.DataFrame, cost: str = "calls_per_prompt") -> pd.Dat
     point, i.e. the cheapest policy with the judge's highest gain."""
     if cost not in POLICY_COST_COLUMNS:
         raise ValueError(f"cost is one of {', '.join(POLICY_COST_COLUMNS)}, got {cost!r}")
-    rows = policies[policies["kind"].isin(FRONT_KINDS)].assign(cost=policies[cost].astype(float))
+    columns = ["policy", "base_judge", "kind", "gain", "gain_lo", "gain_hi", "n"]
+    rows = policies.loc[policies["kind"].isin(FRONT_KINDS), columns].assign(
+        cost=policies.loc[policies["kind"].isin(FRONT_KINDS), cost].astype(float))
     rows = rows[np.isfinite(rows["cost"]) & np.isfinite(rows["gain"].astype(float))]
     rows = rows.assign(order=np.arange(len(rows))).sort_values(["base_judge", "cost", "gain", "order"],
                                                                ascending=[True, True, False, True], kind="stable")
