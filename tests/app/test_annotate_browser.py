@@ -6,6 +6,7 @@ mid-campaign keeps every vote it acknowledged. Servers listen on 127.0.0.1 only;
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -96,7 +97,7 @@ def button(driver, label: str):
 
 def done(text: str) -> int:
     """The items done, as the progress bar says ("3 of 4 items done")."""
-    return int(text.split(" items done")[0].split(" of ")[0].split()[-1])
+    return int(re.search(r"(\d+) of \d+ items done", text)[1])
 
 
 def press(driver, key: str) -> None:
