@@ -16,7 +16,8 @@ each file with DuckDB and checks it in SQL (`audit_core.ingest.tables`), so a ta
 of rows is never read row by row in Python. Each ingest is one transaction: on any bad
 input (or an input that cannot be read) the error names the file, line and
 field, the exit status is 2 and the database is left as it was; a database file
-the failed ingest would have created is not left behind. Re-ingesting the same
+the failed ingest would have created is not left behind. Running out of memory
+(Python's or DuckDB's) ends the same way, in one line. Re-ingesting the same
 files changes nothing.
 
 `judgeacts --images DIR` attaches images by candidate id: from image files in DIR
@@ -37,6 +38,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import duckdb
+
 from audit_core import user_text
 from audit_core.attributes.taxonomy import DEFAULT_TAXONOMY, load_taxonomy
 from audit_core.errors import InputError
@@ -47,6 +50,9 @@ from audit_core.ingest.staging import Workspace
 from audit_core.store import thumbnails
 from audit_core.store.schema import DEFAULT_POOL
 from runners.command import STORAGE_ERRORS, storage_failure
+
+OUT_OF_MEMORY = ("out of memory: the ingest needed more memory than this process may use (its limit, "
+                 "`ulimit -v`, or the machine's); free memory or raise the limit and run again")
 
 
 def named_path(text: str) -> tuple[str, str]:
@@ -287,6 +293,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except STORAGE_ERRORS as err:  # a full disk; a file that went away or became unreadable after it was read
         print(f"error: {storage_failure(err)}", file=sys.stderr)
+        print("nothing was written: the database is unchanged", file=sys.stderr)
+        return 2
+    except (MemoryError, duckdb.OutOfMemoryException):  # the transaction was rolled back on the way out
+        print(f"error: {OUT_OF_MEMORY}", file=sys.stderr)
         print("nothing was written: the database is unchanged", file=sys.stderr)
         return 2
     print("\n".join(lines))

@@ -230,6 +230,22 @@ class Cell:
         number = self.number_value()
         return f"TRY_CAST({number if self.form != INTEGER else self.sql} AS BIGINT)"
 
+    # a JSON object: an object (JSONL) or text holding one, whose JSON the value is (checked by the caller)
+    def object_bad(self) -> str:
+        if self.form in (TEXT_FORM, STRING):
+            return "false"
+        if self.form == JSON_FORM:
+            return self._given(f"{self._type} IN ('OBJECT', 'VARCHAR')")
+        return self._given("false")
+
+    def object_value(self) -> str:
+        if self.form == TEXT_FORM:
+            return f"CASE WHEN {self.present()} THEN {self.sql} END"
+        if self.form == JSON_FORM:
+            return (f"CASE {self._type} WHEN 'OBJECT' THEN CAST({self.sql} AS VARCHAR) "
+                    f"WHEN 'VARCHAR' THEN {self._string} END")
+        return self.sql if self.form == STRING else "CAST(NULL AS VARCHAR)"
+
     # lists of ids: a list of strings none blank, or text 'a|b|c'
     def items_bad(self) -> str:
         if self.form in (TEXT_FORM, STRING):

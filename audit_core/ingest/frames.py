@@ -1,7 +1,8 @@
 """Pandas DataFrames shaped like the table contract, as a store to audit, with no database file of yours.
 
 `store_from_frames` takes the same tables `runners.ingest table` takes from files (pools,
-votes, gold labels, and per judge its decisions, scores, ratings or labels) and returns an
+votes, gold labels, and per judge its decisions, scores, ratings or labels; a decision's
+`label_probs` may be a dict or its JSON text) and returns an
 in-memory DuckDB store that every loader reads. Each frame is written to Parquet in a private
 temporary folder and read by the very readers the command uses, so every rule and message is
 the command's; a message names the frame instead of a file (`pools frame line 3, field
@@ -12,6 +13,7 @@ written in one transaction to a store in that folder, copied into memory, and th
 from __future__ import annotations
 
 import contextlib
+import json
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -98,6 +100,8 @@ class _Frames:
             return None
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"the {role} table must be a pandas DataFrame, got {type(frame).__name__}")
+        if "label_probs" in frame.columns:  # a dict per call is written as its JSON text, as a file holds it
+            frame = frame.assign(label_probs=[json.dumps(v) if isinstance(v, dict) else v for v in frame["label_probs"]])
         path = self.folder / f"{len(self.names)}.parquet"
         frame.to_parquet(path, index=False)
         self.names[str(path)] = f"{role} frame"

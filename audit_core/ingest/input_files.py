@@ -19,7 +19,7 @@ a whole number of bytes):
     image   256 MiB   $JUDGE_AUDIT_MAX_IMAGE_BYTES   one image file
     config  16 MiB    $JUDGE_AUDIT_MAX_CONFIG_BYTES  taxonomy, instruction, conditions, templates
 
-Every reader of a user-given file goes through `opened` or `read_bytes`, and a
+Every reader of a user-given file goes through `opened`, `read_bytes` or `read_lines`, and a
 folder given where a folder is expected through `folder`.
 """
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -35,6 +36,7 @@ from audit_core.errors import InputError
 
 TABLE, SHARD, IMAGE, CONFIG = "table", "shard", "image", "config"
 DEFAULT_LIMITS: dict[str, int] = {TABLE: 1 << 30, SHARD: 8 << 30, IMAGE: 256 << 20, CONFIG: 16 << 20}
+_GROWTH_READ = 1 << 20  # bytes asked of each further read of a file that grew while it was read
 _SPECIAL = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
@@ -115,11 +117,35 @@ def read_bytes(
     most = limit(kind)
     with opened(path, kind, what=what, where=where, field=field) as handle:
         try:
-            data = handle.read(most + 1)
+            # min(limit, size) + 1 bytes first (a read allocates what it is asked for); more only if the file grew
+            data = handle.read(min(most, os.fstat(handle.fileno()).st_size) + 1)
+            while len(data) <= most and (more := handle.read(min(most + 1 - len(data), _GROWTH_READ))):
+                data += more
         except OSError as err:
             raise _refusal(path, f"cannot read {what} ({err.strerror or err})", where, field) from err
     _within_limit(path, len(data), kind, where, field)
     return data
+
+
+def read_lines(
+    path: str | Path, kind: str, *, what: str = "file", where: dict | None = None, field: str | None = None
+) -> Iterator[bytes]:
+    """The lines of `path`, each with its b"\\n" (the last may lack one), read one at a time: the file is
+    checked as `opened` checks it, and refused once more than its limit has been read (it grew)."""
+    path = Path(path)
+    most = limit(kind)
+    read = 0
+    with opened(path, kind, what=what, where=where, field=field) as handle:
+        while True:
+            try:
+                line = handle.readline(most + 1 - read)
+            except OSError as err:
+                raise _refusal(path, f"cannot read {what} ({err.strerror or err})", where, field) from err
+            if not line:
+                return
+            read += len(line)
+            _within_limit(path, read, kind, where, field)
+            yield line
 
 
 def existing(path: str | Path, kind: str, *, where: dict | None = None, field: str | None = None) -> bool:

@@ -123,10 +123,13 @@ def parsed_json(text: str, position: int, where: dict) -> tuple[object, int]:
 
 
 def json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
-    """Yield (line number, object) for each non-blank line of a JSONL file."""
+    """Yield (line number, object) for each non-blank line of a JSONL file, read one line at a time
+    (never the whole file in memory)."""
     path = Path(path)
-    text = decoded(input_files.read_bytes(path, input_files.TABLE))
-    for number, line in enumerate(text.split("\n"), start=1):
+    for number, data in enumerate(input_files.read_lines(path, input_files.TABLE), start=1):
+        line = data.decode("utf-8", "surrogateescape").removesuffix("\n")
+        if number == 1:
+            line = line.removeprefix(BOM)
         if line.strip(" \t\r"):
             yield number, json_line(line, path, number)
 
@@ -190,6 +193,8 @@ def _parquet_rows(path: Path, source: object, columns: Sequence[str] | None) -> 
             for row in rows:
                 number += 1
                 yield number, row
+    except MemoryError:  # pyarrow's included: the file may be fine, the process is out of memory
+        raise
     except (OSError, pa.ArrowException) as err:
         raise InputError(f"not a readable Parquet file ({excerpt(str(err))})", file=path) from err
 

@@ -96,8 +96,10 @@ def _write_calls(con: duckdb.DuckDBPyConnection, dataset_id: str, run: StagedRun
         now = _record_import_run(con, dataset_id, run_id, run.judge, "selector", config)
         columns = ("prompt_id, order_index, slot_candidate_ids, status, choice_label, chosen_candidate_id, ranking, "
                    "raw_output, parse_note, attempts, seconds, input_json")
-        con.execute(f"INSERT INTO calls (run_id, {columns}, request_key, created_at) SELECT ?, {columns}, "
-                    f"{_keyed('prompt_id', 'order_index')}, ? FROM {alias}.calls", [run_id, run_id, now])
+        # label probabilities as DuckDB writes their JSON (the same text whichever reader staged them)
+        con.execute(f"INSERT INTO calls (run_id, {columns}, label_probs, request_key, created_at) SELECT ?, {columns}, "
+                    f"CAST(json(label_probs) AS VARCHAR), {_keyed('prompt_id', 'order_index')}, ? FROM {alias}.calls",
+                    [run_id, run_id, now])
     return f"judge {run.judge}: {claimed or 'created'}, {n} calls {counts}"
 
 

@@ -201,8 +201,8 @@ def load_raw(stage: Staging, path: Path, known: Callable[[str], bool]) -> RawTab
             opened = f"/proc/self/fd/{handle.fileno()}" if Path("/proc/self/fd").is_dir() else str(path)
             load = {".parquet": _load_parquet, ".csv": _load_csv, ".jsonl": _load_jsonl}[kind]
             raw = load(stage.con, path, opened, known)
-    except (duckdb.IOException, duckdb.OutOfMemoryException):  # a full disk, no memory: nothing to read instead
-        handle.close()
+    except (duckdb.IOException, duckdb.OutOfMemoryException, MemoryError):
+        handle.close()  # a full disk, no memory: nothing to read instead
         raise
     except (duckdb.Error, pa.ArrowException, OSError):  # refused, or not read: the readers say why
         drop_work(stage)

@@ -32,9 +32,10 @@ from audit_core.errors import InputError
 from audit_core.ingest import images, staged
 from audit_core.ingest.cell_sql import SPACE_ONLY, Cell, identifier, literal
 from audit_core.ingest.staging import RawTable, Staging, drop_work, python_rows
+from audit_core.ingest.values import LABEL_PROBS_TOLERANCE
 from audit_core.store.schema import CALL_STATUSES, DEFAULT_POOL, INTEGER_MAX
 
-ID, TEXT, NUMBER, INTEGER, ITEMS = "id", "text", "number", "integer", "items"
+ID, TEXT, NUMBER, INTEGER, ITEMS, OBJECT = "id", "text", "number", "integer", "items", "object"
 CHOSEN = ("ok", "recovered")
 DEFAULT_CONDITION = "default"
 ATTRIBUTE_COLUMN = re.compile(r"item_([A-Za-z0-9_]+)")
@@ -59,6 +60,7 @@ def _value_and_bad(field: Field, cell: Cell | None) -> tuple[str, str]:
     value, bad = {
         ID: (cell.id_value, cell.id_bad), TEXT: (cell.text_value, cell.text_bad),
         NUMBER: (cell.number_value, cell.number_bad), ITEMS: (cell.items_value, cell.items_bad),
+        OBJECT: (cell.object_value, cell.object_bad),
         INTEGER: (cell.integer_value, lambda: cell.integer_bad(field.lo, field.hi)),
     }[field.kind]
     refused = bad()
@@ -274,7 +276,7 @@ def stage_calls(stage: Staging, raw: RawTable, describe: Describe) -> bool:
     fields = [Field("slot_candidate_ids", ITEMS, True), Field("chosen_candidate_id", ID), Field("choice_label", ID),
               Field("raw_output", TEXT), Field("status", ID), Field("prompt_id", ID, True),
               Field("order_index", INTEGER, True, lo=0), Field("ranking", ITEMS), Field("parse_note", TEXT),
-              Field("attempts", INTEGER, lo=1), Field("seconds", NUMBER)]
+              Field("attempts", INTEGER, lo=1), Field("seconds", NUMBER), Field("label_probs", OBJECT)]
     label_ok = ("(choice_label IS NULL OR (length(choice_label) = 1 AND "
                 "ascii(choice_label) BETWEEN 65 AND 64 + len(slot_candidate_ids)))")
     chosen = (f"CASE WHEN chosen_candidate_id IS NULL AND choice_label IS NOT NULL AND {label_ok} "
@@ -285,12 +287,33 @@ def stage_calls(stage: Staging, raw: RawTable, describe: Describe) -> bool:
     status = _default_status("chosen IS NOT NULL")
     rules = ["NOT (len(slot_candidate_ids) BETWEEN 2 AND 26)", f"NOT {label_ok}",
              f"status IS NOT NULL AND NOT list_contains({_known_list(CALL_STATUSES)}, status)",
-             f"list_contains({_known_list(CHOSEN)}, status_given) AND chosen IS NULL"]
+             f"list_contains({_known_list(CHOSEN)}, status_given) AND chosen IS NULL",
+             f"label_probs IS NOT NULL AND NOT {_label_probs_ok('label_probs', 'len(slot_candidate_ids)')}"]
     return _stage_rows(stage, raw, describe, fields, [{"chosen": chosen, "label": label}, {"status_given": status}],
                        rules, "calls", "SELECT line AS ord, line, prompt_id, order_index, slot_candidate_ids, "
                                        "status_given AS status, label AS choice_label, chosen AS chosen_candidate_id, "
                                        "ranking, raw_output, parse_note, coalesce(attempts, 1) AS attempts, seconds, "
-                                       "NULL AS input_json FROM norm")
+                                       "NULL AS input_json, label_probs FROM norm")
+
+
+_JSON_SPACE = r"[ \t\n\r]*"
+_PROBABILITY = rf'"[A-Z]"{_JSON_SPACE}:{_JSON_SPACE}(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?{_JSON_SPACE}'
+# a JSON object of one-letter labels and unsigned numbers, spelled so that Python's json reads it alike
+_PROBS_TEXT = rf"{_JSON_SPACE}\{{{_JSON_SPACE}(?:{_PROBABILITY}(?:,{_JSON_SPACE}{_PROBABILITY})*)?}}{_JSON_SPACE}"
+
+
+def _label_probs_ok(text: str, slots: str) -> str:
+    """SQL: the JSON text holds label probabilities that `values.label_probs` takes for a call of `slots` images:
+    an object spelled plainly (_PROBS_TEXT), each key once and an offered label, each value in [0, 1], their sum
+    within the tolerance (less a margin, so that a sum the SQL adds differently is left to the readers)."""
+    text = f"CAST({text} AS VARCHAR)"  # a column the file lacks is an untyped NULL
+    keys = f"json_keys({text})"
+    probs = f"list_transform(json_extract({text}, '$.*'), lambda v: CAST(v AS DOUBLE))"
+    return (f"(CASE WHEN regexp_full_match({text}, {literal(_PROBS_TEXT)}) THEN "  # only JSON reaches the json_*
+            f"len({keys}) = len(list_distinct({keys})) "
+            f"AND coalesce(list_bool_and(list_transform({keys}, lambda k: ascii(k) <= 64 + {slots})), true) "
+            f"AND coalesce(list_bool_and(list_transform({probs}, lambda p: p BETWEEN 0 AND 1)), true) "
+            f"AND coalesce(list_sum({probs}), 0) <= {1 + LABEL_PROBS_TOLERANCE - 1e-9!r} ELSE false END)")
 
 
 def _default_status(answered: str) -> str:

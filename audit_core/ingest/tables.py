@@ -14,7 +14,7 @@ object per line). The column contract is docs/table-contract.md; in short:
 - decisions, one row per judge call: prompt_id, order_index,
   slot_candidate_ids ('a|b|c' in CSV, a list elsewhere), chosen_candidate_id
   and/or choice_label; optional status, ranking, raw_output, parse_note,
-  attempts, seconds.
+  attempts, seconds, label_probs (a JSON object: offered label -> probability).
 - scores, one row per candidate: candidate_id, score (or a JudgeActs-style
   `.json` file `{"scores": {candidate_id: score}}`).
 - ratings of a rating judge, one row per (candidate, condition): candidate_id,
@@ -90,6 +90,7 @@ DECISION_COLUMNS: frozenset[str] = frozenset(
         "parse_note",
         "attempts",
         "seconds",
+        "label_probs",
     }
 )
 SCORE_COLUMNS: frozenset[str] = frozenset({"candidate_id", "score"})
@@ -220,8 +221,8 @@ def _stage_file(path: Path, known: Callable[[str], bool], fast: Callable[[Stagin
         raw = staging.load_raw(stage, path, known)
         try:
             staged_fast = raw is not None and fast(stage, raw)
-        except (duckdb.IOException, duckdb.OutOfMemoryException):  # a full disk, no memory: nothing to read instead
-            raise
+        except (duckdb.IOException, duckdb.OutOfMemoryException, MemoryError):
+            raise  # a full disk, no memory: nothing to read instead
         except duckdb.Error:  # DuckDB could not read all of it (a damaged Parquet page, say): the readers say why
             staged_fast = False
         finally:
@@ -514,6 +515,7 @@ def _call_records(path: Path, rows: Iterable[tuple[int, dict]], judge: str) -> I
                 "attempts": row.integer("attempts", minimum=1) or 1,
                 "seconds": row.number("seconds"),
                 "input_json": None,
+                "label_probs": values.label_probs(cells.get("label_probs"), labels, "label_probs", row.where),
             }
         )
     if not calls:

@@ -12,6 +12,7 @@ Names are checked with `audit_core.user_text.blank`; messages quote values throu
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -21,6 +22,8 @@ from audit_core.store.schema import INTEGER_MAX
 from audit_core.user_text import BLANK, blank, shown
 
 NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# how far a call's label probabilities may sum above 1: a server's rounded log-probabilities, float32 softmax
+LABEL_PROBS_TOLERANCE = 1e-3
 
 
 def name(value: object, field: str, where: Mapping | None = None) -> str:
@@ -121,3 +124,50 @@ def flag(value: object, field: str, where: dict) -> bool | None:
     if value is not None and not isinstance(value, bool):
         raise InputError(f"expected true or false, got {shown(value)}", field=field, **where)
     return value
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _unique_object(pairs: list[tuple[str, object]]) -> dict:
+    obj: dict = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _NotJson(f"key {shown(key)} appears twice")
+        obj[key] = value
+    return obj
+
+
+def _no_constant(name: str) -> object:
+    raise _NotJson(f"{name} is not a number")
+
+
+def label_probs(value: object, labels: Sequence[str], field: str, where: dict) -> str | None:
+    """A call's label probabilities as JSON text, or None when absent: a JSON object (or text holding one)
+    mapping some of the call's offered `labels` to finite numbers in [0, 1] whose sum is at most
+    1 + LABEL_PROBS_TOLERANCE."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value, object_pairs_hook=_unique_object, parse_constant=_no_constant)
+        except (json.JSONDecodeError, _NotJson, RecursionError) as err:
+            problem = (f"{err.msg} at character {err.pos + 1}" if isinstance(err, json.JSONDecodeError)
+                       else str(err) or "nested too deeply")
+            raise InputError(f"not JSON ({problem})", field=field, **where) from None
+    if not isinstance(value, dict):
+        raise InputError(f"expected a JSON object of label -> probability, got {shown(value)}", field=field, **where)
+    for label, probability in value.items():
+        if label not in labels:
+            raise InputError(f"label {shown(label)} is not offered in this call ({', '.join(labels)})", field=field,
+                             **where)
+        number = real(probability)
+        if number is None or not 0.0 <= number <= 1.0:
+            raise InputError(f"the probability of {label} must be a number in [0, 1], got {shown(probability)}",
+                             field=field, **where)
+    total = math.fsum(float(p) for p in value.values())
+    if total > 1.0 + LABEL_PROBS_TOLERANCE:
+        raise InputError(f"the probabilities sum to {total:.6g}, more than 1 (+ {LABEL_PROBS_TOLERANCE:g})",
+                         field=field, **where)
+    return json.dumps(value, ensure_ascii=False)

@@ -2,6 +2,14 @@
 
 Long tables keyed by ids: prompts, candidates, ratings and calls are rows and are
 joined late. Every table carries `dataset_id` directly or through `runs`.
+
+Only the small tables (datasets, runs, taxonomies) declare a PRIMARY KEY. The bulk tables'
+keys (KEYS below) are kept by their writers, not by an index: a key index costs DuckDB several
+times the insert's time and memory at millions of rows. The table ingest refuses a repeated key
+before it writes, and a dataset's or run's rows are written once, in the transaction that claims
+it; recorders skip a request_key already recorded and replace a runtime failure by deleting it
+first, while holding the judge's claim. A store made before this keeps its indexes; it is read and
+written as before (docs/table-contract.md, "Keys").
 """
 
 OUTCOMES: tuple[str, ...] = (
@@ -53,6 +61,21 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
 # Columns a frame written with `insert_frame` may leave out (they are then NULL).
 OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"calls": ("label_probs",)}
 
+# The key of each bulk table: the columns no two of its rows share, kept by the writers (module docstring).
+KEYS: dict[str, tuple[str, ...]] = {
+    "prompts": ("dataset_id", "prompt_id"),
+    "candidates": ("dataset_id", "candidate_id"),
+    "ratings": ("dataset_id", "candidate_id", "outcome", "pool"),
+    "votes": ("dataset_id", "candidate_id", "outcome", "pool", "annotator"),
+    "candidate_attributes": ("dataset_id", "candidate_id", "attribute"),
+    "calls": ("request_key",),
+    "scores": ("run_id", "candidate_id"),
+    "rating_calls": ("request_key",),
+    "gold_labels": ("dataset_id", "candidate_id", "attribute"),
+    "label_calls": ("request_key",),
+    "label_answers": ("request_key", "attribute"),
+}
+
 SCHEMA_SQL = f"""
 CREATE TABLE IF NOT EXISTS datasets (
     dataset_id      VARCHAR PRIMARY KEY,
@@ -70,8 +93,7 @@ CREATE TABLE IF NOT EXISTS prompts (
     prompt     VARCHAR NOT NULL,
     country    VARCHAR,
     category   VARCHAR,
-    split      VARCHAR,
-    PRIMARY KEY (dataset_id, prompt_id)
+    split      VARCHAR
 );
 
 CREATE TABLE IF NOT EXISTS candidates (
@@ -80,8 +102,7 @@ CREATE TABLE IF NOT EXISTS candidates (
     candidate_id    VARCHAR NOT NULL,
     canonical_index INTEGER NOT NULL,
     source_model    VARCHAR,
-    image_path      VARCHAR,
-    PRIMARY KEY (dataset_id, candidate_id)
+    image_path      VARCHAR
 );
 
 CREATE TABLE IF NOT EXISTS ratings (
@@ -90,8 +111,7 @@ CREATE TABLE IF NOT EXISTS ratings (
     outcome      VARCHAR NOT NULL,
     pool         VARCHAR NOT NULL DEFAULT '{DEFAULT_POOL}',
     value        DOUBLE NOT NULL,
-    n            INTEGER,
-    PRIMARY KEY (dataset_id, candidate_id, outcome, pool)
+    n            INTEGER
 );
 
 CREATE TABLE IF NOT EXISTS votes (
@@ -100,16 +120,14 @@ CREATE TABLE IF NOT EXISTS votes (
     outcome      VARCHAR NOT NULL,
     pool         VARCHAR NOT NULL DEFAULT '{DEFAULT_POOL}',
     annotator    VARCHAR NOT NULL,
-    value        DOUBLE NOT NULL,
-    PRIMARY KEY (dataset_id, candidate_id, outcome, pool, annotator)
+    value        DOUBLE NOT NULL
 );
 
 CREATE TABLE IF NOT EXISTS candidate_attributes (
     dataset_id   VARCHAR NOT NULL,
     candidate_id VARCHAR NOT NULL,
     attribute    VARCHAR NOT NULL,
-    value        VARCHAR NOT NULL,
-    PRIMARY KEY (dataset_id, candidate_id, attribute)
+    value        VARCHAR NOT NULL
 );
 
 CREATE TABLE IF NOT EXISTS runs (
@@ -142,7 +160,7 @@ CREATE TABLE IF NOT EXISTS calls (
     attempts            INTEGER NOT NULL DEFAULT 1,
     seconds             DOUBLE,
     input_json          VARCHAR,
-    request_key         VARCHAR NOT NULL UNIQUE,
+    request_key         VARCHAR NOT NULL,
     created_at          TIMESTAMP NOT NULL,
     label_probs         VARCHAR
 );
@@ -150,8 +168,7 @@ CREATE TABLE IF NOT EXISTS calls (
 CREATE TABLE IF NOT EXISTS scores (
     run_id       VARCHAR NOT NULL,
     candidate_id VARCHAR NOT NULL,
-    score        DOUBLE NOT NULL,
-    PRIMARY KEY (run_id, candidate_id)
+    score        DOUBLE NOT NULL
 );
 
 -- A rating judge's calls: one row per (item, condition). rating is NULL unless
@@ -167,7 +184,7 @@ CREATE TABLE IF NOT EXISTS rating_calls (
     attempts     INTEGER NOT NULL DEFAULT 1,
     seconds      DOUBLE,
     input_json   VARCHAR,
-    request_key  VARCHAR NOT NULL UNIQUE,
+    request_key  VARCHAR NOT NULL,
     created_at   TIMESTAMP NOT NULL
 );
 
@@ -186,8 +203,7 @@ CREATE TABLE IF NOT EXISTS gold_labels (
     dataset_id   VARCHAR NOT NULL,
     candidate_id VARCHAR NOT NULL,
     attribute    VARCHAR NOT NULL,
-    label        VARCHAR NOT NULL,
-    PRIMARY KEY (dataset_id, candidate_id, attribute)
+    label        VARCHAR NOT NULL
 );
 
 CREATE TABLE IF NOT EXISTS label_calls (
@@ -200,7 +216,7 @@ CREATE TABLE IF NOT EXISTS label_calls (
     attempts     INTEGER NOT NULL DEFAULT 1,
     seconds      DOUBLE,
     input_json   VARCHAR,
-    request_key  VARCHAR NOT NULL UNIQUE,
+    request_key  VARCHAR NOT NULL,
     created_at   TIMESTAMP NOT NULL
 );
 
@@ -213,7 +229,6 @@ CREATE TABLE IF NOT EXISTS label_answers (
     status       VARCHAR NOT NULL,
     label        VARCHAR,
     answer       VARCHAR,
-    rationale    VARCHAR,
-    PRIMARY KEY (request_key, attribute)
+    rationale    VARCHAR
 );
 """
