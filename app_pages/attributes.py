@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from app_ui import context, draw
+from app_ui import context, draw, store_lock
 from audit_core import store
 from audit_core.attributes.audit import (
     AttributeAudit,
@@ -41,11 +41,8 @@ POLICIES = {"accuracy_miss": "accuracy, abstention = miss", "accuracy_exclude": 
 @st.cache_data(max_entries=4, show_spinner="Running the attribute audit (image-level bootstrap)…")
 def _audit(db_path: str, stamp: float, dataset_id: str, resamples: int) -> tuple[AttributeData | None,
                                                                                   AttributeAudit | None]:
-    con = store.connect(db_path, read_only=True)
-    try:
+    with store_lock.reading(db_path) as con:
         data = load_attribute_data(con, dataset_id)
-    finally:
-        con.close()
     return data, audit_attributes(data, context.resampling(resamples)) if data is not None else None
 
 

@@ -13,7 +13,7 @@ import json
 
 import streamlit as st
 
-from app_ui import context, draw
+from app_ui import context, draw, store_lock
 from audit_core import store
 from findings import document, images
 from findings.common import library_versions
@@ -37,11 +37,8 @@ note = source_note(row)
 def full_report() -> tuple[str, str]:
     """(report.html, report.md) of this selection, as `runners.report` writes them (no Streamlit call here:
     it runs when a download button is pressed)."""
-    con = store.connect(sel.db_path, read_only=True)
-    try:
+    with store_lock.reading(sel.db_path) as con:
         runs = store.load_runs(con, sel.dataset_id)
-    finally:
-        con.close()
     report = ReportInput(
         dataset_id=sel.dataset_id, row=row, note=note, data=data, result=result, rating_data=rating_data,
         rating=rating, runs=runs, image_paths=paths, pool=sel.pool,

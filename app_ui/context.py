@@ -25,7 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import streamlit as st
 
-from app_ui import allowed
+from app_ui import allowed, store_lock
 from audit_core import (
     RatingAudit,
     RatingData,
@@ -192,26 +192,21 @@ def _databases(files: tuple[str, ...], data_dir: str) -> dict[str, Path]:
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def _datasets(db_path: str, stamp: float) -> pd.DataFrame:
-    con = store.connect(db_path, read_only=True)
-    try:
+    with store_lock.reading(db_path) as con:
         return store.list_datasets(con)
-    finally:
-        con.close()
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def _judge_pages(db_path: str, stamp: float, dataset_id: str) -> str:
     """Where a dataset without a selection audit has its judges: "its rating judges are on the Alignment
     page", its attribute judges on the Attributes page, or both (the Alignment page when it has neither)."""
-    con = store.connect(db_path, read_only=True)
-    try:
+    with store_lock.reading(db_path) as con:
         labels = con.execute("SELECT count(*) FROM label_calls JOIN runs USING (run_id) WHERE dataset_id = ?",
                              [dataset_id]).fetchone()[0]
-        ratings = load_rating_data(con, dataset_id) is not None
-    except ValueError:  # rating data the audit refuses: the Alignment page says why
-        ratings = True
-    finally:
-        con.close()
+        try:
+            ratings = load_rating_data(con, dataset_id) is not None
+        except ValueError:  # rating data the audit refuses: the Alignment page says why
+            ratings = True
     pages = [*(["its rating judges are on the Alignment page"] if ratings or not labels else []),
              *(["its attribute judges are on the Attributes page"] if labels else [])]
     return " and ".join(pages)
@@ -219,21 +214,15 @@ def _judge_pages(db_path: str, stamp: float, dataset_id: str) -> str:
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def _selection_pools(db_path: str, stamp: float, dataset_id: str) -> tuple[str, ...]:
-    con = store.connect(db_path, read_only=True)
-    try:
+    with store_lock.reading(db_path) as con:
         return tuple(consensus_pools(con, dataset_id, "alignment"))
-    finally:
-        con.close()
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def _content(db_path: str, stamp: float, dataset_id: str) -> str:
     # what the results beside the database are keyed by (`audit_core.store.audit_cache`): one scan per file stamp
-    con = store.connect(db_path, read_only=True)
-    try:
+    with store_lock.reading(db_path) as con:
         return audit_cache.dataset_fingerprint(con, dataset_id)
-    finally:
-        con.close()
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the dataset…")
@@ -241,31 +230,22 @@ def _audit_data(db_path: str, stamp: float, dataset_id: str, pool: str) -> Selec
     key = audit_cache.data_key(_content(db_path, stamp, dataset_id), dataset_id, pool)
     if (kept := audit_cache.load(db_path, key, SelectionData)) is not None:
         return kept
-    con = store.connect(db_path, read_only=True)
-    try:
+    with store_lock.reading(db_path) as con:
         data = load_selection_data(con, dataset_id, pool=pool)
-    finally:
-        con.close()
     audit_cache.store(db_path, key, data)
     return data
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def _image_paths(db_path: str, stamp: float, dataset_id: str) -> dict[str, str | None]:
-    con = store.connect(db_path, read_only=True)
-    try:
+    with store_lock.reading(db_path) as con:
         return browse.load_image_paths(con, dataset_id)
-    finally:
-        con.close()
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _some_image_paths(db_path: str, stamp: float, dataset_id: str, candidate_ids: tuple[str, ...]) -> dict[str, str | None]:
-    con = store.connect(db_path, read_only=True)
-    try:
+    with store_lock.reading(db_path) as con:
         return browse.load_image_paths(con, dataset_id, candidate_ids)
-    finally:
-        con.close()
 
 
 @st.cache_resource(max_entries=16, show_spinner="Joining ratings to picks…")
@@ -281,11 +261,8 @@ def _picks(db_path: str, stamp: float, dataset_id: str, pool: str) -> PolicyPick
     key = browse.picks_key(_content(db_path, stamp, dataset_id), dataset_id, pool)
     if (kept := audit_cache.load(db_path, key, PolicyPicks)) is not None:
         return kept
-    con = store.connect(db_path, read_only=True)
-    try:
+    with store_lock.reading(db_path) as con:
         ordered = load_ordered_calls(con, data)
-    finally:
-        con.close()
     picks = browse.every_policy(data, ordered)
     audit_cache.store(db_path, key, picks)
     return picks
@@ -316,11 +293,8 @@ def _audit(db_path: str, stamp: float, dataset_id: str, pool: str, resamples: in
     key = audit_cache.selection_key(_content(db_path, stamp, dataset_id), dataset_id, settings, pool=pool)
     if (kept := audit_cache.load(db_path, key, SelectionAudit)) is not None:
         return kept
-    con = store.connect(db_path, read_only=True)
-    try:
+    with store_lock.reading(db_path) as con:
         calls = store.load_calls(con, dataset_id, ok_outputs=False)  # slot orders, seconds: generator_slots, timing
-    finally:
-        con.close()
     result = audit_selection(_audit_data(db_path, stamp, dataset_id, pool), settings, calls=calls)
     audit_cache.store(db_path, key, result)
     return result
@@ -328,11 +302,8 @@ def _audit(db_path: str, stamp: float, dataset_id: str, pool: str, resamples: in
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the rating data…")
 def _rating_data(db_path: str, stamp: float, dataset_id: str) -> RatingData | None:
-    con = store.connect(db_path, read_only=True)
-    try:
+    with store_lock.reading(db_path) as con:
         return load_rating_data(con, dataset_id)
-    finally:
-        con.close()
 
 
 @st.cache_resource(max_entries=4, show_spinner="Running the rating audit (item-level bootstrap)…")
@@ -353,11 +324,8 @@ def _rating_audit(db_path: str, stamp: float, dataset_id: str, resamples: int) -
 def _pool_records(
     db_path: str, stamp: float, dataset_id: str, prompt_id: str, candidate_ids: tuple[str, ...]
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    con = store.connect(db_path, read_only=True)
-    try:
+    with store_lock.reading(db_path) as con:
         return browse.load_pool_calls(con, dataset_id, prompt_id), store.load_votes(con, dataset_id, candidate_ids)
-    finally:
-        con.close()
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app_ui import context, draw, glance
+from app_ui import context, draw, glance, store_lock
 from app_ui.context import Selection
 from audit_core import RatingData, store
 from audit_core.rating.rubric_vs_scorer import RubricVsScorer, rubric_vs_scorer
@@ -27,11 +27,8 @@ NO_SCORER = ("No content scorer is recorded on this dataset, so the rubric has n
 def _comparison(db_path: str, stamp: float, dataset_id: str, resamples: int,
                 _data: RatingData) -> RubricVsScorer | None:
     """The comparison for the dataset's rating data (`_data`, not hashed: it is fixed by the other arguments)."""
-    con = store.connect(db_path, read_only=True)
-    try:
+    with store_lock.reading(db_path) as con:
         scores = store.load_scores(con, dataset_id)
-    finally:
-        con.close()
     if _data.ratings.empty or scores.empty:
         return None
     return rubric_vs_scorer(_data.ratings, scores, _data.scale, context.resampling(resamples))

@@ -336,13 +336,18 @@ def dataset_row(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict | None:
 
 
 def delete_dataset(con: duckdb.DuckDBPyConnection, dataset_id: str) -> None:
-    """Remove a dataset with its pools, ratings, votes, runs and every run's records."""
+    """Remove a dataset with its pools, ratings, votes, runs, every run's records and every other table's rows
+    of it (campaigns included: any table of the store with a `dataset_id` column)."""
     run_ids = "SELECT run_id FROM runs WHERE dataset_id = ?"
     for table in RUN_RECORD_TABLES:
         con.execute(f"DELETE FROM {table} WHERE run_id IN ({run_ids})", [dataset_id])
-    for table in ("runs", "gold_labels", "taxonomies", "candidate_attributes", "votes", "ratings", "candidates", "prompts",
-                  "datasets"):
-        con.execute(f"DELETE FROM {table} WHERE dataset_id = ?", [dataset_id])
+    core = ("runs", "gold_labels", "taxonomies", "candidate_attributes", "votes", "ratings", "candidates", "prompts")
+    others = [row[0] for row in con.execute(
+        "SELECT DISTINCT table_name FROM duckdb_columns() WHERE database_name = current_database() "
+        "AND schema_name = 'main' AND column_name = 'dataset_id' ORDER BY table_name").fetchall()
+        if row[0] not in core and row[0] != "datasets"]
+    for table in (*others, *core, "datasets"):
+        con.execute(f'DELETE FROM "{table}" WHERE dataset_id = ?', [dataset_id])
 
 
 def delete_judge(con: duckdb.DuckDBPyConnection, dataset_id: str, judge: str) -> None:

@@ -148,9 +148,13 @@ def read_parameters() -> set[str]:
     return keys
 
 
+ANNOTATE_KEYS = ("campaign", "annotator", "view", "token", "key")
+
+
 def test_the_parameters_tested_are_every_parameter_the_app_reads() -> None:
     sent = {"db", "page", *SIDEBAR, *STOPPERS.values(), *RATING_KEYS, *ATTRIBUTE_KEYS,
-            *(k for keys, _ in SELECTION_PAGES.values() for k in keys)}
+            *(k for keys, _ in SELECTION_PAGES.values() for k in keys),
+            *ANNOTATE_KEYS}  # fuzzed by the Annotate page's own URL tests (test_annotate_urls.py)
     read = read_parameters()
     assert {"db", "page", "judge", "compose", "pg", "prompt", "gallery"} <= read  # the scan finds them
     assert read <= sent, read - sent

@@ -213,7 +213,7 @@ PAGE_FIELDS = {"explorer": ("country", "category", "generator", "prompt"), "deta
                "findings": ("source", "country"), "judges": ("country", "generator"), "overview": ("pool",)}
 
 
-@pytest.mark.parametrize("page", sorted(set(APP_PAGES) - {"alignment", "attributes"}))
+@pytest.mark.parametrize("page", sorted(set(APP_PAGES) - {"alignment", "attributes", "annotate"}))
 def test_every_selection_page_draws_hostile_fields_marked(selection_db, page) -> None:
     at = open_app({"db": str(selection_db), "page": page, "resamples": "1000", **PAGE_LINKS.get(page, {})})
     assert not at.error and at.title[0].value != "Overview" or page == "overview"

@@ -71,7 +71,8 @@ def test_demo_report_states_summary_json_and_exports_every_figure(demo_report) -
     check_headline(demo_report)
     html = (demo_report / "report.html").read_text(encoding="utf-8")
     for heading in ("Headline estimates", "Position bias", "Gates: what each keeps and rejects", "Every policy",
-                    "Regret by country", "Cultural errors", "Example galleries", "Method in brief", "Provenance"):
+                    "Regret by country", "Cultural errors", "Gain against cost", "Example galleries", "Method in brief",
+                    "Provenance"):
         assert f">{heading}</h2>" in html
     summary = json.loads((demo_report / "summary.json").read_text())
     policies = {p["policy"]: p for p in summary["policies"]}
@@ -87,7 +88,8 @@ def test_demo_report_states_summary_json_and_exports_every_figure(demo_report) -
         assert (demo_report / f"{name}.csv").is_file()
     figures = sorted((demo_report / "figures").iterdir())
     names = {p.stem for p in figures}
-    assert names == {"headline_gain", "slots", "gates", "gate_difference", "countries", "cultural", "judge_change"}
+    assert names == {"headline_gain", "cost_gain", "cost_gain_seconds", "slots", "gates", "gate_difference", "countries",
+                     "cultural", "judge_change"}
     for name in names:
         assert (demo_report / "figures" / f"{name}.svg").read_text()[:200].lstrip().startswith("<svg")
         assert (demo_report / "figures" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -122,11 +124,12 @@ def test_the_page_requests_nothing_and_throws_no_error(demo_report) -> None:
         driver.get((demo_report / "report.html").as_uri())
         deadline = time.monotonic() + 30
         plots = 0
-        while time.monotonic() < deadline and plots < 7:  # every figure drawn by the embedded plotly.js
+        figures = len(list((demo_report / "figures").glob("*.svg")))
+        while time.monotonic() < deadline and plots < figures:  # every figure drawn by the embedded plotly.js
             plots = driver.execute_script("return document.querySelectorAll('.js-plotly-plot .main-svg').length ? "
                                           "document.querySelectorAll('.js-plotly-plot').length : 0")
             time.sleep(0.2)
-        assert plots == 7
+        assert plots == figures
         assert driver.execute_script("return Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
         events = [json.loads(e["message"])["message"] for e in driver.get_log("performance")]
         console = driver.get_log("browser")
