@@ -16,7 +16,6 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from app_ui import context, draw, store_lock
-from audit_core import store
 from audit_core.attributes.audit import (
     AttributeAudit,
     AttributeData,

@@ -50,3 +50,17 @@ def test_bad_settings_are_refused_naming_the_flag_and_nothing_is_written(con, ch
         cp.create_campaign(con, **settings)
     assert err.value.field == field
     assert cp.list_campaigns(con) == []
+
+
+def test_deleting_the_dataset_deletes_its_campaigns(con):
+    campaign = cp.create_campaign(con, "tiny", "c", "alignment", "crowd", "uniform", 4, 2, annotators=("ann", "bob"),
+                                  new_pool=True)
+    cp.invite(con, campaign, "ann")
+    tables = [row[0] for row in con.execute("SELECT DISTINCT table_name FROM duckdb_columns() "
+                                            "WHERE column_name = 'dataset_id'").fetchall()]
+    rows = {t: con.execute(f'SELECT count(*) FROM "{t}" WHERE dataset_id = ?', ["tiny"]).fetchone()[0] for t in tables}
+    assert {"campaigns", "campaign_items", "campaign_assignments", "campaign_tokens"} <= {t for t, n in rows.items() if n}
+    store.delete_dataset(con, "tiny")
+    assert all(con.execute(f'SELECT count(*) FROM "{t}" WHERE dataset_id = ?', ["tiny"]).fetchone()[0] == 0
+               for t in tables)
+    assert cp.list_campaigns(con) == []
