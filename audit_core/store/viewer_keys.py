@@ -5,7 +5,7 @@ visit that holds a valid viewer secret (`?key=`); `python -m runners.access gran
 them. The secrets themselves are printed once and never kept: the file keeps, per viewer name, the
 SHA-256 of its secret, when it was granted and when revoked. It is app-wide, not per database:
 `$XDG_CONFIG_HOME/judge-audit/viewer-keys` (by default `~/.config/judge-audit/viewer-keys`; a relative
-XDG_CONFIG_HOME is ignored, as for `install_key`), JSON, mode 0600 in a 0700 folder, replaced whole
+XDG_CONFIG_HOME is ignored; `private_files`), JSON, mode 0600 in a 0700 folder, replaced whole
 (written under a temporary name, then renamed over it) while an exclusive lock on `viewer-keys.lock`
 keeps two commands from interleaving. A file that is a link, not a regular file, not the user's own or
 writable by others is not trusted: reading it raises OSError saying so, and then no secret is valid.
@@ -16,20 +16,19 @@ working on the next page run.
 from __future__ import annotations
 
 import datetime as dt
-import errno
 import fcntl
 import hashlib
 import hmac
 import json
 import os
 import secrets
-import stat
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from audit_core.errors import InputError
+from audit_core.store.private_files import config_file, read_private, write_private
 from audit_core.user_text import BLANK, blank
 
 SECRET_BYTES = 32  # secrets.token_urlsafe(32): 43 characters
@@ -48,9 +47,7 @@ class Viewer:
 
 def keys_path(environ: Mapping[str, str] = os.environ) -> Path:
     """Where the viewer secrets' hashes are kept (module docstring); RuntimeError without a home folder."""
-    config = environ.get("XDG_CONFIG_HOME", "")
-    root = Path(config) if os.path.isabs(config) else Path.home() / ".config"
-    return root / "judge-audit" / "viewer-keys"
+    return config_file("viewer-keys", environ)
 
 
 def _now() -> str:
@@ -65,21 +62,9 @@ def secret_sha256(secret: str) -> str:
 
 def _read(path: Path) -> list[dict[str, str | None]]:
     """The file's entries ([] when there is none); OSError when the file there is not to be trusted."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
+    data = read_private(path, MAX_FILE_BYTES, "the viewer secrets' file")
+    if data is None:
         return []
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise OSError(f"{path} is a link, not the viewer secrets' file") from None
-        raise
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
-            raise OSError(f"{path} is not a regular file of yours that only you can write")
-        data = os.read(fd, MAX_FILE_BYTES + 1)
-    finally:
-        os.close(fd)
     try:
         entries = json.loads(data.decode("utf-8"))["viewers"]
         if len(data) > MAX_FILE_BYTES or not all(isinstance(e.get("sha256"), str) for e in entries):
@@ -91,16 +76,7 @@ def _read(path: Path) -> list[dict[str, str | None]]:
 
 def _write(path: Path, entries: list[dict[str, str | None]]) -> None:
     """Replace the file by `entries`: a new 0600 file under a temporary name, renamed over the old one."""
-    temporary = path.with_name(f".{path.name}-{secrets.token_hex(8)}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"viewers": entries}, handle, indent=1)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+    write_private(path, json.dumps({"viewers": entries}, indent=1).encode("utf-8"), replace=True)
 
 
 @contextmanager
