@@ -41,6 +41,7 @@ from audit_core import (
 from audit_core.errors import DatabaseFileError, DatabaseHeld
 from audit_core.rating.audit import consensus_pools
 from audit_core.selection import browse
+from audit_core.selection.audit import CALL_COLUMNS
 from audit_core.selection.debiased import load_ordered_calls
 from audit_core.selection.outcomes import prompt_outcomes
 from audit_core.selection.policies import PolicyPicks, valid_picks
@@ -294,7 +295,7 @@ def _audit(db_path: str, stamp: float, dataset_id: str, pool: str, resamples: in
     if (kept := audit_cache.load(db_path, key, SelectionAudit)) is not None:
         return kept
     with store_lock.reading(db_path) as con:
-        calls = store.load_calls(con, dataset_id, ok_outputs=False)  # slot orders, seconds: generator_slots, timing
+        calls = store.load_calls(con, dataset_id, ok_outputs=False, columns=CALL_COLUMNS)  # generator_slots, timing, ...
     result = audit_selection(_audit_data(db_path, stamp, dataset_id, pool), settings, calls=calls)
     audit_cache.store(db_path, key, result)
     return result

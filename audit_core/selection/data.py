@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from audit_core import store
 from audit_core.store.schema import DEFAULT_POOL
@@ -80,89 +81,87 @@ class SelectionData:
 
 
 def load_selection_data(con: duckdb.DuckDBPyConnection, dataset_id: str, pool: str = DEFAULT_POOL) -> SelectionData:
-    """Read one dataset's pools, ratings (reference pool `pool`), calls and scores."""
+    """Read one dataset's pools, ratings (reference pool `pool`), calls and scores.
+
+    Every long table reaches Python as numeric columns (a prompt's row, a candidate's column, a value
+    or a code), one query per array, so that a study of millions of calls never passes through a frame
+    with a string per call; the strings kept (candidate ids, generators, statuses) are one object per
+    candidate or one per distinct value.
+    """
     prompts = store.load_prompts(con, dataset_id)
     if prompts.empty:
         raise KeyError(f"dataset {dataset_id!r} has no prompts (known: {_known(con)})")
-    row_of = pd.Series(np.arange(len(prompts)), index=prompts["prompt_id"])
-    cands = store.load_candidates(con, dataset_id)
-    rows = row_of.loc[cands["prompt_id"]].to_numpy()
-    cols = cands["canonical_index"].to_numpy()
-    n, width = len(prompts), int(cols.max()) + 1
+    n = len(prompts)
+    cands = _arrow(con, f"""
+        SELECT p.row, c.canonical_index AS col, c.candidate_id, coalesce(c.source_model, '') AS source_model
+        FROM candidates c JOIN {_ROWS} p USING (prompt_id) WHERE c.dataset_id = ?""", [dataset_id, dataset_id])
+    rows, cols = _ints(cands["row"]), _ints(cands["col"])
+    width = int(cols.max()) + 1
     candidate_ids = np.full((n, width), "", dtype=object)
     source_models = np.full((n, width), "", dtype=object)
     mask = np.zeros((n, width), dtype=bool)
-    candidate_ids[rows, cols] = cands["candidate_id"].to_numpy()
-    source_models[rows, cols] = cands["source_model"].fillna("").to_numpy()
+    candidate_ids[rows, cols] = cands["candidate_id"].to_numpy(zero_copy_only=False)
+    source_models[rows, cols] = _shared_strings(cands["source_model"])
     mask[rows, cols] = True
+    del cands
     prompts = prompts.assign(m=mask.sum(axis=1))
 
-    ratings = con.execute(
-        """
-        SELECT c.prompt_id, c.canonical_index, r.outcome, r.value
-        FROM ratings r JOIN candidates c USING (dataset_id, candidate_id)
-        WHERE r.dataset_id = ? AND r.pool = ?
-        """,
-        [dataset_id, pool],
-    ).df()
     outcomes: dict[str, np.ndarray] = {}
-    for outcome, part in ratings.groupby("outcome"):
-        matrix = np.full((n, width), np.nan)
-        matrix[row_of.loc[part["prompt_id"]].to_numpy(), part["canonical_index"].to_numpy()] = part["value"].to_numpy()
-        outcomes[str(outcome)] = matrix
+    names = con.execute("SELECT DISTINCT outcome FROM ratings WHERE dataset_id = ? AND pool = ? ORDER BY 1",
+                        [dataset_id, pool]).fetchall()
+    for (outcome,) in names:
+        matrix = _cell_matrix(con, f"""
+            SELECT p.row, c.canonical_index AS col, r.value
+            FROM ratings r JOIN candidates c USING (dataset_id, candidate_id) JOIN {_ROWS} p USING (prompt_id)
+            WHERE r.dataset_id = ? AND r.pool = ? AND r.outcome = ?""", [dataset_id, dataset_id, pool, outcome], (n, width))
+        if matrix is not None:
+            outcomes[str(outcome)] = matrix
     if "alignment" not in outcomes:
         raise KeyError(f"dataset {dataset_id!r} has no alignment ratings in pool {pool!r}")
 
-    calls = con.execute(
-        """
-        SELECT r.judge, c.prompt_id, c.order_index, c.status,
-               coalesce(k.canonical_index, -1) AS pick,
-               coalesce(list_position(c.slot_candidate_ids, c.chosen_candidate_id) - 1, -1) AS slot
-        FROM calls c
-        JOIN runs r USING (run_id)
-        LEFT JOIN candidates k ON k.dataset_id = r.dataset_id AND k.candidate_id = c.chosen_candidate_id
-        WHERE r.dataset_id = ? AND r.kind = 'selector'
-        """,
-        [dataset_id],
-    ).df()
     picks, slots, statuses = {}, {}, {}
-    for judge, part in calls.groupby("judge"):
-        k = int(part["order_index"].max()) + 1
-        r = row_of.loc[part["prompt_id"]].to_numpy()
-        o = part["order_index"].to_numpy()
+    judges = con.execute("SELECT DISTINCT judge FROM runs WHERE dataset_id = ? AND kind = 'selector' ORDER BY 1",
+                         [dataset_id]).fetchall()
+    for (judge,) in judges:
+        calls = _arrow(con, f"""
+            SELECT p.row, c.order_index, c.status,
+                   coalesce(k.canonical_index, -1) AS pick,
+                   coalesce(list_position(c.slot_candidate_ids, c.chosen_candidate_id) - 1, -1) AS slot
+            FROM calls c
+            JOIN runs r USING (run_id)
+            JOIN {_ROWS} p USING (prompt_id)
+            LEFT JOIN candidates k ON k.dataset_id = r.dataset_id AND k.candidate_id = c.chosen_candidate_id
+            WHERE r.dataset_id = ? AND r.kind = 'selector' AND r.judge = ?""", [dataset_id, dataset_id, judge])
+        if calls.num_rows == 0:
+            continue
+        r, o = _ints(calls["row"]), _ints(calls["order_index"])
+        k = int(o.max()) + 1
         pick = np.full((n, k), NO_CALL, dtype=np.int64)
         slot = np.full((n, k), -1, dtype=np.int64)
         status = np.full((n, k), "", dtype=object)
-        pick[r, o] = part["pick"].to_numpy()
-        slot[r, o] = part["slot"].to_numpy()
-        status[r, o] = part["status"].to_numpy()
+        pick[r, o] = _ints(calls["pick"])
+        slot[r, o] = _ints(calls["slot"])
+        status[r, o] = _shared_strings(calls["status"])
         picks[str(judge)], slots[str(judge)], statuses[str(judge)] = pick, slot, status
 
     scores = {}
-    score_rows = con.execute(
-        """
-        SELECT r.judge AS scorer, c.prompt_id, c.canonical_index, s.score
-        FROM scores s JOIN runs r USING (run_id)
-        JOIN candidates c ON c.dataset_id = r.dataset_id AND c.candidate_id = s.candidate_id
-        WHERE r.dataset_id = ? AND r.kind = 'scorer'
-        """,
-        [dataset_id],
-    ).df()
-    for scorer, part in score_rows.groupby("scorer"):
-        matrix = np.full((n, width), np.nan)
-        matrix[row_of.loc[part["prompt_id"]].to_numpy(), part["canonical_index"].to_numpy()] = part["score"].to_numpy()
-        scores[str(scorer)] = matrix
+    scorers = con.execute("SELECT DISTINCT judge FROM runs WHERE dataset_id = ? AND kind = 'scorer' ORDER BY 1",
+                          [dataset_id]).fetchall()
+    for (scorer,) in scorers:
+        matrix = _cell_matrix(con, f"""
+            SELECT p.row, c.canonical_index AS col, s.score AS value
+            FROM scores s JOIN runs r USING (run_id)
+            JOIN candidates c ON c.dataset_id = r.dataset_id AND c.candidate_id = s.candidate_id
+            JOIN {_ROWS} p USING (prompt_id)
+            WHERE r.dataset_id = ? AND r.kind = 'scorer' AND r.judge = ?""", [dataset_id, dataset_id, scorer], (n, width))
+        if matrix is not None:
+            scores[str(scorer)] = matrix
 
-    votes = con.execute(
-        """
-        SELECT c.prompt_id, c.canonical_index, v.value
-        FROM votes v JOIN candidates c USING (dataset_id, candidate_id)
+    votes = _arrow(con, f"""
+        SELECT p.row * {width} + c.canonical_index AS cell, v.value
+        FROM votes v JOIN candidates c USING (dataset_id, candidate_id) JOIN {_ROWS} p USING (prompt_id)
         WHERE v.dataset_id = ? AND v.outcome = 'alignment' AND v.pool = ?
-        ORDER BY c.prompt_id, c.canonical_index, v.annotator
-        """,
-        [dataset_id, pool],
-    ).df()
-    cells = (row_of.loc[votes["prompt_id"]].to_numpy() * width + votes["canonical_index"].to_numpy()).astype(np.int64)
+        ORDER BY c.prompt_id, c.canonical_index, v.annotator""", [dataset_id, dataset_id, pool])
 
     return SelectionData(
         dataset_id=dataset_id,
@@ -175,8 +174,37 @@ def load_selection_data(con: duckdb.DuckDBPyConnection, dataset_id: str, pool: s
         slots=slots,
         statuses=statuses,
         scores=scores,
-        vote_variance=cell_variances(cells, votes["value"].to_numpy(dtype=float), (n, width)),
+        vote_variance=cell_variances(_ints(votes["cell"]), votes["value"].to_numpy().astype(float), (n, width)),
     )
+
+
+# Each prompt's row: its place in prompt-id order, as `store.load_prompts` sorts them (one bound parameter).
+_ROWS = "(SELECT prompt_id, row_number() OVER (ORDER BY prompt_id) - 1 AS row FROM prompts WHERE dataset_id = ?)"
+
+
+def _arrow(con: duckdb.DuckDBPyConnection, sql: str, params: list[object]) -> pa.Table:
+    return con.sql(sql, params=params).to_arrow_table()
+
+
+def _ints(column: pa.ChunkedArray) -> np.ndarray:
+    return column.to_numpy().astype(np.int64, copy=False)
+
+
+def _shared_strings(column: pa.ChunkedArray) -> np.ndarray:
+    """An object array of the column's strings with one Python string per distinct value (not per row)."""
+    encoded = column.combine_chunks().dictionary_encode()
+    return np.asarray(encoded.dictionary.to_pylist(), dtype=object)[encoded.indices.to_numpy()]
+
+
+def _cell_matrix(con: duckdb.DuckDBPyConnection, sql: str, params: list[object], shape: tuple[int, int]
+                 ) -> np.ndarray | None:
+    """(P, M) float matrix of the query's (row, col, value) rows, NaN elsewhere; None when it has no rows."""
+    cells = _arrow(con, sql, params)
+    if cells.num_rows == 0:
+        return None
+    matrix = np.full(shape, np.nan)
+    matrix[_ints(cells["row"]), _ints(cells["col"])] = cells["value"].to_numpy().astype(float)
+    return matrix
 
 
 def cell_variances(cells: np.ndarray, values: np.ndarray, shape: tuple[int, int]) -> np.ndarray:

@@ -471,29 +471,60 @@ def load_judges(con: duckdb.DuckDBPyConnection, dataset_id: str) -> pd.DataFrame
     ).df()
 
 
+# Every column `load_calls` can return, in its order; those with a few distinct values (or one per prompt) come
+# back as pandas categoricals when the caller names its `columns`.
+CALL_COLUMNS = ("judge", "run_id", "prompt_id", "order_index", "slot_candidate_ids", "status", "choice_label",
+                "chosen_candidate_id", "ranking", "raw_output", "parse_note", "attempts", "seconds", "request_key",
+                "created_at", "label_probs")
+_CATEGORICAL_CALL_COLUMNS = ("judge", "run_id", "prompt_id", "status", "choice_label")
+
+
 def load_calls(
-    con: duckdb.DuckDBPyConnection, dataset_id: str, judges: Sequence[str] | None = None, *, ok_outputs: bool = True
+    con: duckdb.DuckDBPyConnection, dataset_id: str, judges: Sequence[str] | None = None, *, ok_outputs: bool = True,
+    columns: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """Selector calls joined to their judge: one row per (judge, prompt, order).
+    """Selector calls joined to their judge: one row per (judge, prompt, order), sorted by judge, prompt, order.
 
     With `ok_outputs` False, raw_output is NULL where the strict parser accepted the call (status
     'ok'): the audit reads only the other calls' outputs (timing's not-JSON count), and accepted
     outputs are most of the frame's memory at a million prompts. label_probs is NULL throughout for a
-    store older than that column."""
+    store older than that column.
+
+    `columns` (names from CALL_COLUMNS) reads only those, in that order, compactly: judge, run_id,
+    prompt_id, status and choice_label as pandas categoricals (no Python string per row), order_index
+    and attempts in the smallest integer type that holds them. Without it, every column as DuckDB
+    gives it (object strings, int32, lists). ValueError for a name that is not a column.
+    """
+    names = CALL_COLUMNS if columns is None else tuple(columns)
+    unknown = [name for name in names if name not in CALL_COLUMNS]
+    if unknown:
+        raise ValueError(f"load_calls: no column {', '.join(map(repr, unknown))} (columns: {', '.join(CALL_COLUMNS)})")
     probs = "c.label_probs" if has_column(con, "calls", "label_probs") else "NULL::VARCHAR"
+    expression = {name: f"c.{name}" for name in CALL_COLUMNS}
+    expression.update(judge="r.judge", label_probs=f"{probs}",
+                      raw_output="CASE WHEN ? OR c.status <> 'ok' THEN c.raw_output END")
     sql = f"""
-        SELECT r.judge, c.run_id, c.prompt_id, c.order_index, c.slot_candidate_ids,
-               c.status, c.choice_label, c.chosen_candidate_id, c.ranking,
-               CASE WHEN ? OR c.status <> 'ok' THEN c.raw_output END AS raw_output,
-               c.parse_note, c.attempts, c.seconds, c.request_key, c.created_at, {probs} AS label_probs
+        SELECT {", ".join(f"{expression[name]} AS {name}" for name in names)}
         FROM calls c JOIN runs r USING (run_id)
         WHERE r.dataset_id = ? AND r.kind = 'selector'
     """
-    params: list[object] = [ok_outputs, dataset_id]
+    params: list[object] = [ok_outputs] if "raw_output" in names else []
+    params.append(dataset_id)
     if judges is not None:
         sql += " AND list_contains(?, r.judge)"
         params.append(list(judges))
-    return con.execute(sql + " ORDER BY r.judge, c.prompt_id, c.order_index", params).df()
+    sql += " ORDER BY r.judge, c.prompt_id, c.order_index"
+    if columns is None:
+        return con.execute(sql, params).df()
+    table = con.sql(sql, params=params).to_arrow_table()
+    frame = pd.DataFrame({
+        name: (table.column(name).dictionary_encode().to_pandas() if name in _CATEGORICAL_CALL_COLUMNS
+               else table.column(name).to_pandas()) for name in names
+    }, columns=list(names))
+    for name in ("order_index", "attempts"):
+        if name in frame.columns:
+            frame[name] = pd.to_numeric(frame[name], downcast="integer")
+    return frame
 
 
 def load_scores(con: duckdb.DuckDBPyConnection, dataset_id: str) -> pd.DataFrame:
