@@ -27,7 +27,8 @@ and added on the driver) and writes the same files as the default `--engine loca
 The selection and rating audits are kept in `<db stem>_cache/` beside the database
 (`audit_core.store.audit_cache`, keyed by the dataset's content, resamples, seed, pool and
 slices): an unchanged dataset is not audited again, and the app opens what this
-command computed. `--cache-only` fills that cache and writes nothing else; when the cache
+command computed. `--cache-only` fills that cache, every policy's picks included (what the app's
+explorer shows for a policy), and writes nothing else; when the cache
 cannot keep them (a link or a file in its place, an unwritable folder, no usable cache key)
 it says so in one line on stderr and exits 2, since what it was asked for was not done.
 """
@@ -156,7 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.engine == "ray":
             require_ray()
             reduce = ray_reducer(args.parquet, args.partitions or None)
-        audits = run_audits(db, args.dataset, Resampling(args.resamples, args.seed), args.pool, args.by, reduce)
+        audits = run_audits(db, args.dataset, Resampling(args.resamples, args.seed), args.pool, args.by, reduce,
+                            image_paths=False, picks=args.cache_only)
     except (InputError, KeyError, ValueError) as err:  # not a DuckDB file, held by a writer too long,
         return refused(err)  # an unknown --by or an --out that cannot be written (OutputFolderError)
     except STORAGE_ERRORS as err:

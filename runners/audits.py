@@ -2,10 +2,11 @@
 
 `run_audits` reads the dataset once, runs the selection, rating, attribute and
 rubric-vs-scorer audits that its data allows, and keeps the selection and rating
-audits (and the loaded arrays) in the cache beside the database
-(`audit_core.store.audit_cache`), so an unchanged dataset is not audited twice by either
-command or by the app. When the cache could not keep them, `Audits.cache_problem` says
-why (a command that was asked only to fill the cache must not announce it as kept).
+audits (and the loaded arrays; on request every policy's picks, which the app's explorer
+opens) in the cache beside the database (`audit_core.store.audit_cache`), so an unchanged
+dataset is not audited twice by either command or by the app. When the cache could not keep
+them, `Audits.cache_problem` says why (a command that was asked only to fill the cache must not
+announce it as kept).
 """
 
 from __future__ import annotations
@@ -34,8 +35,11 @@ from audit_core import (
 )
 from audit_core.rating.audit import consensus_pools
 from audit_core.rating.rubric_vs_scorer import RubricVsScorer, rubric_vs_scorer
+from audit_core.selection import browse
 from audit_core.selection.browse import load_image_paths
+from audit_core.selection.debiased import load_ordered_calls
 from audit_core.selection.partials import Reducer, local_partials
+from audit_core.selection.timing import TIMING_CALL_COLUMNS
 from audit_core.store import audit_cache
 from audit_core.store.schema import DEFAULT_POOL
 
@@ -58,10 +62,14 @@ class Audits:
 
 
 def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAULT_POOL,
-               by: Sequence[str] = (), reduce: Reducer = local_partials) -> Audits:
+               by: Sequence[str] = (), reduce: Reducer = local_partials, *, image_paths: bool = True,
+               picks: bool = False) -> Audits:
     """Load `dataset` from `db` and run its audits (module docstring), every interval under `resampling`;
     `reduce` makes the selection audit's partial sums above `poisson.POISSON_ABOVE` prompts
-    (`partials.local_partials` here, `runners.analyze_ray.ray_reducer` on a Ray cluster).
+    (`partials.local_partials` here, `runners.analyze_ray.ray_reducer` on a Ray cluster). With
+    `image_paths` False, `Audits.image_paths` is left empty (a report needs them, the tables do not: a
+    million-prompt study has millions); with `picks`, every policy's picks are kept in the cache too
+    (`browse.every_policy` under `browse.picks_key`, what the app's explorer would otherwise compute).
 
     Raises KeyError (unknown dataset, or no alignment ratings in `pool` where the dataset
     needs them) and ValueError with a message in args[0], InputError for an unknown `by`
@@ -75,15 +83,19 @@ def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAU
             raise KeyError(f"dataset {dataset!r} is not in {db} (known: {known})")
         pools = consensus_pools(con, dataset)
         rating_data = load_rating_data(con, dataset)
-        scores = store.load_scores(con, dataset)
+        # the scorers' outputs by candidate id serve the rubric comparison only (the selection data holds them as arrays)
+        scores = store.load_scores(con, dataset) if rating_data is not None else None
         attribute_data = load_attribute_data(con, dataset)
         if pool not in pools and (pools or (rating_data is None and attribute_data is None)):
             hint = f"; choose one with --pool NAME (pools: {', '.join(pools)})" if pools else ""
             raise KeyError(f"dataset {dataset!r} has no alignment ratings in pool {pool!r}{hint}")
         data = load_selection_data(con, dataset, pool=pool) if pools else None  # None: a rating or attribute study only
-        calls = store.load_calls(con, dataset, ok_outputs=False)
+        # the calls as the audit reads them: every judge's slot orders and rankings as arrays made in DuckDB,
+        # the rest (timing's columns) compact; never a frame of id lists, which a large study cannot hold
+        ordered = load_ordered_calls(con, data) if data is not None else {}
+        calls = store.load_calls(con, dataset, ok_outputs=False, columns=TIMING_CALL_COLUMNS)
         runs = store.load_runs(con, dataset)
-        image_paths = load_image_paths(con, dataset)
+        paths = load_image_paths(con, dataset) if image_paths else {}
         content = audit_cache.dataset_fingerprint(con, dataset)
     finally:
         con.close()
@@ -96,8 +108,12 @@ def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAU
     if data is not None:
         selection_key = audit_cache.selection_key(content, dataset, resampling, pool, tuple(by))
         result, problem = audit_cache.cached(db, selection_key, SelectionAudit, lambda: audit_selection(
-            data, resampling, by=by, calls=calls, reduce=reduce))
+            data, resampling, by=by, calls=calls, reduce=reduce, ordered=ordered))
         problems.append(problem)
+        if picks:
+            picks_key = browse.picks_key(content, dataset, pool)
+            if not audit_cache.has(db, picks_key):
+                problems.append(audit_cache.store(db, picks_key, browse.every_policy(data, ordered)))
     if rating_data is not None:
         rating_key = audit_cache.rating_key(content, dataset, resampling)
         rating, problem = audit_cache.cached(db, rating_key, RatingAudit, lambda: audit_rating(rating_data, resampling))
@@ -107,4 +123,4 @@ def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAU
     attributes = audit_attributes(attribute_data, resampling) if attribute_data is not None else None
     return Audits(row=row, data=data, result=result, rating_data=rating_data, rating=rating,
                   attribute_data=attribute_data, attributes=attributes, rubric=rubric, runs=runs,
-                  image_paths=image_paths, cache_problem=next((p for p in problems if p), None))
+                  image_paths=paths, cache_problem=next((p for p in problems if p), None))

@@ -55,11 +55,16 @@ from audit_core.selection.policy_rows import (
     side_differences,
     value_sums,
 )
-from audit_core.selection.timing import timing_table
+from audit_core.selection.timing import TIMING_CALL_COLUMNS, timing_table
 from audit_core.stats import bootstrap
 from audit_core.stats.poisson import POISSON_ABOVE
 from audit_core.stats.resampling import Resampling
 from audit_core.store.schema import ERROR_OUTCOMES
+
+# The selector calls' columns the audit reads (`store.load_calls(..., columns=CALL_COLUMNS)`): never the
+# accepted calls' raw outputs, request keys or timestamps, which are most of a large study's calls. Given the
+# judges' ordered calls already (`debiased.load_ordered_calls`), it reads only TIMING_CALL_COLUMNS.
+CALL_COLUMNS = (*TIMING_CALL_COLUMNS, "slot_candidate_ids", "ranking", "label_probs")
 
 
 @dataclass(frozen=True)
@@ -273,6 +278,7 @@ def audit_selection(
     by: Sequence[str] = (),
     calls: pd.DataFrame | None = None,
     reduce: Reducer = local_partials,
+    ordered: Mapping[str, OrderedCalls] | None = None,
 ) -> SelectionAudit:
     """Run the whole selection audit on one dataset (DESIGN §4).
 
@@ -280,14 +286,18 @@ def audit_selection(
     with the result (the same settings give the same intervals); by: prompt attributes
     (columns of the prompts table) to slice by besides the built-in slices
     (InputError naming an unknown one); calls: the selector calls as `store.load_calls`
-    returns them, for what needs each call's slot order, ranking, label probabilities and
-    seconds: the debiased policies (`debiased.specs`), generator_slots, timing and the policies'
-    seconds_per_prompt (none of them without the calls; every other number is the same either way);
-    reduce: how the partial sums over every prompt are made above `poisson.POISSON_ABOVE` prompts
-    (`partials.local_partials`, or `runners.analyze_ray` on a Ray cluster).
+    returns them (CALL_COLUMNS suffice), for what needs each call's slot order, ranking, label
+    probabilities and seconds: the debiased policies (`debiased.specs`), generator_slots, timing and the
+    policies' seconds_per_prompt (none of them without the calls; every other number is the same either
+    way); reduce: how the partial sums over every prompt are made above `poisson.POISSON_ABOVE` prompts
+    (`partials.local_partials`, or `runners.analyze_ray` on a Ray cluster); ordered: every judge's
+    `OrderedCalls` as `debiased.load_ordered_calls` reads them from the store, when `calls` holds only
+    TIMING_CALL_COLUMNS (a large study's calls as lists of ids would not fit in memory), else made
+    from `calls`.
     """
     parts, slice_notes = slices.partitions(data, by)
-    ordered = {} if calls is None else ordered_calls(data, calls)
+    if ordered is None:
+        ordered = {} if calls is None else ordered_calls(data, calls)
     table, ungated, slice_frame = evaluate_policies(data, evaluated_policies(data, ordered), parts, resampling, reduce)
     table[POLICY_COST_COLUMNS] = policy_costs(table, data, ordered)
     extra_outcomes = [o for o in (*ERROR_OUTCOMES, *SIDE_OUTCOMES) if o in data.outcomes]
@@ -309,7 +319,7 @@ def audit_selection(
         composition=composition_table(data),
         flips_by_near_ties=near_ties,
         generator_slots=None if calls is None else _concat(
-            [position.generator_slot_table(data, j, calls) for j in data.judges], position.GENERATOR_SLOT_COLUMNS),
+            [position.generator_slot_table(data, j, ordered[j]) for j in data.judges], position.GENERATOR_SLOT_COLUMNS),
         timing=None if calls is None else timing_table(calls),
         notes=[
             "random and oracle are exact expectations (oracle: uniform over tied best images)",

@@ -15,6 +15,7 @@ from scipy.special import chdtrc
 
 from audit_core.selection import metrics
 from audit_core.selection.data import SelectionData
+from audit_core.selection.debiased.calls import OrderedCalls
 from audit_core.selection.orders import slot_labels
 from audit_core.selection.votes import all_parsed, valid_picks, vote_counts
 from audit_core.stats import bootstrap
@@ -167,27 +168,31 @@ def generator_table(data: SelectionData, judge: str, resampling: Resampling = Re
     return pd.DataFrame(rows, columns=GENERATOR_COLUMNS)
 
 
-def generator_slot_table(data: SelectionData, judge: str, calls: pd.DataFrame) -> pd.DataFrame:
+def generator_slot_table(data: SelectionData, judge: str, calls: OrderedCalls) -> pd.DataFrame:
     """Choice rate of each generator in each slot over the judge's valid calls, all orders.
 
-    presented = valid calls showing one of the generator's images in that slot, chosen =
-    those picking it, rate = chosen / presented (NaN when never presented); slot "all"
-    pools the slots. Slot orders come from the recorded calls (`calls` as
-    `store.load_calls` returns them: slot_candidate_ids, chosen_candidate_id), since
-    imported logs need not use rotations.
+    presented = valid calls (whose pick is an image of the dataset) showing one of the generator's
+    images in that slot, chosen = those picking it, rate = chosen / presented (NaN when never
+    presented); slot "all" pools the slots. Slot orders come from the recorded calls (`calls`, the
+    judge's `OrderedCalls`: slot_order, picks), since imported logs need not use rotations.
     """
-    generator_of = pd.Series(data.source_models[data.mask], index=data.candidate_ids[data.mask])
-    mine = calls[(calls["judge"] == judge) & calls["status"].isin(["ok", "recovered"])
-                 & calls["chosen_candidate_id"].notna() & calls["prompt_id"].isin(data.prompts["prompt_id"])]
-    shown = mine[["slot_candidate_ids", "chosen_candidate_id"]].reset_index(drop=True).explode("slot_candidate_ids")
-    shown["slot"] = shown.groupby(level=0).cumcount()  # the index still names the call
-    shown["generator"] = generator_of.reindex(shown["slot_candidate_ids"].to_numpy()).to_numpy()
-    shown["chosen"] = shown["slot_candidate_ids"] == shown["chosen_candidate_id"]
     width = data.mask.shape[1]
-    grid = pd.MultiIndex.from_product([sorted(g for g in set(generator_of) if g), range(width)],
-                                      names=["generator", "slot"])
-    table = (shown.groupby(["generator", "slot"])["chosen"].agg(presented="size", chosen="sum")
-             .reindex(grid, fill_value=0).reset_index())
+    generators = sorted(g for g in set(data.source_models[data.mask]) if g)
+    generator_code = np.full(data.mask.shape, -1, dtype=np.int64)
+    generator_code[data.mask] = pd.Index(generators).get_indexer(data.source_models[data.mask])
+    valid = np.isin(data.statuses[judge], ["ok", "recovered"]) & (calls.picks >= 0)
+    p, k, s = np.nonzero(valid[:, :, None] & (calls.slot_order >= 0))
+    shown = calls.slot_order[p, k, s]
+    code = generator_code[p, shown]
+    keep = code >= 0
+    cell = code[keep] * width + s[keep]
+    size = len(generators) * width
+    table = pd.DataFrame({
+        "generator": np.repeat(np.array(generators, dtype=object), width),
+        "slot": np.tile(np.arange(width), len(generators)),
+        "presented": np.bincount(cell, minlength=size),
+        "chosen": np.bincount(cell, weights=(shown == calls.picks[p, k])[keep], minlength=size).astype(np.int64),
+    })
     table["slot"] = np.array(slot_labels(width), dtype=object)[table["slot"].to_numpy()]
     pooled = table.groupby("generator", as_index=False)[["presented", "chosen"]].sum().assign(slot="all")
     table = pd.concat([table, pooled], ignore_index=True)

@@ -31,6 +31,9 @@ import re
 import numpy as np
 import pandas as pd
 
+# The columns of `store.load_calls` that `timing_table` reads.
+TIMING_CALL_COLUMNS = ("judge", "prompt_id", "order_index", "status", "raw_output", "parse_note", "seconds")
+
 TIMING_COLUMNS = [
     "judge", "orders", "calls", "valid", "recovered", "failed", "not_json",
     "seconds_median", "seconds_mean", "timed_prompts", "prompt_seconds_one_order",
@@ -103,6 +106,7 @@ def _judge_row(judge: str, part: pd.DataFrame) -> dict[str, object]:
     timed = timed[timed.notna().all(axis=1)]
     one, every = timed[0].to_numpy(dtype=float), timed.sum(axis=1).to_numpy(dtype=float)
     timed_seconds = seconds[~np.isnan(seconds)]
+    texts = (part["raw_output"].notna() | part["parse_note"].notna()).to_numpy()  # is_not_json is False without either
     return {
         "judge": judge,
         "orders": k,
@@ -110,7 +114,8 @@ def _judge_row(judge: str, part: pd.DataFrame) -> dict[str, object]:
         "valid": int((status == "ok").sum()),
         "recovered": int((status == "recovered").sum()),
         "failed": int(np.isin(status, ["parse_fail", "runtime_fail"]).sum()),
-        "not_json": int(sum(is_not_json(raw, note) for raw, note in zip(part["raw_output"], part["parse_note"]))),
+        "not_json": int(sum(is_not_json(raw, note) for raw, note in zip(part["raw_output"][texts],
+                                                                        part["parse_note"][texts]))),
         "seconds_median": float(np.median(timed_seconds)) if len(timed_seconds) else np.nan,
         "seconds_mean": float(timed_seconds.mean()) if len(timed_seconds) else np.nan,
         "timed_prompts": len(timed),

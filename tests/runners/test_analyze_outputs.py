@@ -6,15 +6,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from audit_core import store
+from audit_core import load_selection_data, store
 from audit_core.rating.alignment import ALIGNMENT_COLUMNS, TILT_COLUMNS
 from audit_core.rating.reliability import RELIABILITY_COLUMNS
+from audit_core.selection import browse
+from audit_core.selection.debiased import load_ordered_calls
+from audit_core.selection.policies import PolicyPicks
 from audit_core.selection.timing import timing_table
+from audit_core.store import audit_cache
+from audit_core.store.schema import DEFAULT_POOL
 from benchmarks.synthetic import build_synthetic_db
 from runners import analyze
+from runners.demo import build_demo
 from runners.demo.ratings import DATASET as RATING_DATASET
 from runners.demo.ratings import build_rating_demo
 from runners.ingest import main as ingest_main
@@ -119,3 +126,23 @@ def test_a_rubric_only_study_from_the_table_contract_gets_the_rating_audit_alone
     summary = json.loads((out / "summary.json").read_text())
     assert summary["policies"] is None and summary["reliability"]
     assert "No selection audit" in (out / "report.md").read_text()
+
+
+def test_cache_only_keeps_every_policys_picks_for_the_explorer_and_a_plain_run_does_not(tmp_path) -> None:
+    db = tmp_path / "demo.duckdb"
+    build_demo(db, n_prompts=40, progress=False)
+    con = store.connect(db, read_only=True)
+    try:
+        key = browse.picks_key(audit_cache.dataset_fingerprint(con, "demo"), "demo", DEFAULT_POOL)
+        data = load_selection_data(con, "demo")
+        expected = browse.every_policy(data, load_ordered_calls(con, data))
+    finally:
+        con.close()
+    assert run(str(db), "demo", tmp_path / "out") == 0
+    assert not audit_cache.has(db, key)  # writing the tables does not pay for the explorer's picks
+    assert analyze.main(["--db", str(db), "--dataset", "demo", "--resamples", "100", "--cache-only"]) == 0
+    assert audit_cache.has(db, key)
+    kept = audit_cache.load(db, key, PolicyPicks)
+    assert list(kept.picks) == list(expected.picks) and len(kept.picks) > len(data.judges)
+    for name, pick in expected.picks.items():
+        assert np.array_equal(kept.picks[name], pick), name

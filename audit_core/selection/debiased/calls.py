@@ -8,17 +8,17 @@ columns canonical candidates (0..M−1, padded where a pool is smaller), axis 1 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import duckdb
 import numpy as np
 import pandas as pd
 
-from audit_core import store
 from audit_core.errors import InputError
 from audit_core.selection.data import SelectionData
 from audit_core.selection.debiased.ties import tie_order
+from audit_core.store.database import has_column
 
 ABSENT = -1  # no candidate: a slot beyond the pool, a rank past the ranking, an order without a call
 
@@ -122,9 +122,48 @@ def load_ordered_calls(
     con: duckdb.DuckDBPyConnection, data: SelectionData, judges: Sequence[str] | None = None
 ) -> dict[str, OrderedCalls]:
     """Judge -> its `OrderedCalls`, aligned with `data` (loaded from the same store and dataset), for
-    `judges` (default every selector judge of `data`): `ordered_calls` of the calls `store.load_calls`
-    reads (a store older than the label_probs column reads as one that recorded none)."""
-    return ordered_calls(data, store.load_calls(con, data.dataset_id, judges, ok_outputs=False), judges)
+    `judges` (default every selector judge of `data`): the same arrays as `ordered_calls` of the calls
+    `store.load_calls` reads (a store older than the label_probs column reads as one that recorded none),
+    made in DuckDB: each judge's slot orders and rankings reach Python as integer columns (prompt row,
+    order, slot, canonical index), never as a frame of id lists, so that a study of millions of calls
+    loads in memory proportional to its arrays."""
+    judges = list(data.judges if judges is None else judges)
+    width = data.mask.shape[1]
+    probs = "c.label_probs" if has_column(con, "calls", "label_probs") else "NULL::VARCHAR"
+    rows = ("(SELECT prompt_id, (row_number() OVER (ORDER BY prompt_id) - 1)::INTEGER AS row "
+            "FROM prompts WHERE dataset_id = $dataset)")
+    calls = """(SELECT c.* FROM calls c JOIN runs r USING (run_id)
+                 WHERE r.dataset_id = $dataset AND r.kind = 'selector' AND r.judge = $judge)"""
+    ties = tie_order(data.prompts["prompt_id"].to_numpy(dtype=object), data.candidate_ids, data.mask)
+    loaded = {}
+    for judge in judges:
+        params = {"dataset": data.dataset_id, "judge": judge}
+        shown = _columns(con, f"""
+            SELECT p.row, s.order_index, (s.slot - 1)::INTEGER AS slot, k.canonical_index
+            FROM (SELECT prompt_id, order_index, unnest(slot_candidate_ids) AS candidate_id,
+                         generate_subscripts(slot_candidate_ids, 1) AS slot FROM {calls}) s
+            JOIN {rows} p USING (prompt_id)
+            JOIN candidates k ON k.dataset_id = $dataset AND k.candidate_id = s.candidate_id""", params)
+        ranked = _columns(con, f"""
+            SELECT p.row, s.order_index, (s.rank - 1)::INTEGER AS rank,
+                   CASE WHEN length(s.label) = 1 THEN unicode(s.label) - 65 ELSE {width} END::INTEGER AS slot
+            FROM (SELECT prompt_id, order_index, unnest(ranking) AS label,
+                         generate_subscripts(ranking, 1) AS rank FROM {calls}) s
+            JOIN {rows} p USING (prompt_id)
+            WHERE s.label IS NOT NULL""", params)
+        timed = _columns(con, f"""
+            SELECT p.row, c.order_index, c.seconds FROM {calls} c JOIN {rows} p USING (prompt_id)""", params)
+        recorded = con.execute(f"""
+            SELECT p.row, c.order_index, c.prompt_id, {probs}
+            FROM {calls} c JOIN {rows} p USING (prompt_id) WHERE {probs} IS NOT NULL""", params).fetchall()
+        loaded[judge] = _ordered(data, judge, shown, ranked, timed, recorded, ties)
+    return loaded
+
+
+def _columns(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object]) -> dict[str, np.ndarray]:
+    """The query's columns as numpy arrays (NULL as NaN in a float column)."""
+    table = con.sql(sql, params=params).to_arrow_table()
+    return {name: table[name].to_numpy() for name in table.column_names}
 
 
 def ordered_calls(data: SelectionData, calls: pd.DataFrame, judges: Sequence[str] | None = None
@@ -147,9 +186,24 @@ def ordered_calls(data: SelectionData, calls: pd.DataFrame, judges: Sequence[str
     column = pd.Index(data.candidate_ids[data.mask]).get_indexer(shown["candidate_id"])
     shown = shown[column >= 0].assign(canonical_index=np.nonzero(data.mask)[1][column[column >= 0]])
     ranked = _listed(calls, "ranking", "label", "rank")
+    width = data.mask.shape[1]
+    ranked = ranked.assign(slot=np.array([ord(label) - ord("A") if len(label) == 1 else width
+                                          for label in ranked["label"]], dtype=np.int64))
     ties = tie_order(data.prompts["prompt_id"].to_numpy(dtype=object), data.candidate_ids, data.mask)
-    return {judge: _ordered(data, judge, *(f[f["judge_code"].to_numpy() == j] for f in (calls, shown, ranked)), ties)
-            for j, judge in enumerate(judges)}
+    loaded = {}
+    for j, judge in enumerate(judges):
+        mine, my_shown, my_ranked = (f[f["judge_code"].to_numpy() == j] for f in (calls, shown, ranked))
+        recorded = mine["label_probs"].notna().to_numpy()
+        loaded[judge] = _ordered(
+            data, judge,
+            {c: my_shown[c].to_numpy() for c in ("row", "order_index", "slot", "canonical_index")},
+            {c: my_ranked[c].to_numpy() for c in ("row", "order_index", "rank", "slot")},
+            {"row": mine["row"].to_numpy(), "order_index": mine["order_index"].to_numpy(),
+             "seconds": mine["seconds"].to_numpy(dtype=float, na_value=np.nan)},
+            list(zip(mine["row"][recorded], mine["order_index"][recorded], mine["prompt_id"][recorded],
+                     mine["label_probs"][recorded])),
+            ties)
+    return loaded
 
 
 def _listed(calls: pd.DataFrame, column: str, item: str, position: str) -> pd.DataFrame:
@@ -161,17 +215,19 @@ def _listed(calls: pd.DataFrame, column: str, item: str, position: str) -> pd.Da
     return rows[rows[item].notna()].reset_index(drop=True)
 
 
-def _ordered(data: SelectionData, judge: str, calls: pd.DataFrame, shown: pd.DataFrame, ranked: pd.DataFrame,
-             tie_ranks: np.ndarray) -> OrderedCalls:
+def _ordered(data: SelectionData, judge: str, shown: Mapping[str, np.ndarray], ranked: Mapping[str, np.ndarray],
+             timed: Mapping[str, np.ndarray], recorded: Sequence[tuple], tie_ranks: np.ndarray) -> OrderedCalls:
+    """One judge's `OrderedCalls` from its calls' entries, each a column of prompt rows and orders: shown
+    (slot, canonical_index: the image in each slot), ranked (rank, slot: the slot ranked at each place,
+    `width` or more for a label that names none), timed (seconds per call) and recorded (row, order,
+    prompt_id, label_probs text) for the calls that recorded label probabilities."""
     n, width, k = data.n_prompts, data.mask.shape[1], data.n_orders(judge)
     slot_order = np.full((n, k, width), ABSENT, dtype=np.int64)
-    slot_order[shown["row"].to_numpy(dtype=np.int64), shown["order_index"].to_numpy(),
-               shown["slot"].to_numpy()] = shown["canonical_index"].to_numpy()
+    slot_order[shown["row"].astype(np.int64), shown["order_index"], shown["slot"]] = shown["canonical_index"]
 
     rankings = np.full((n, k, width), ABSENT, dtype=np.int64)
-    r, o = ranked["row"].to_numpy(dtype=np.int64), ranked["order_index"].to_numpy()
-    rank = ranked["rank"].to_numpy()
-    slot = np.array([ord(label) - ord("A") if len(label) == 1 else width for label in ranked["label"]], dtype=np.int64)
+    r, o = ranked["row"].astype(np.int64), ranked["order_index"].astype(np.int64)
+    rank, slot = ranked["rank"].astype(np.int64), ranked["slot"].astype(np.int64)
     inside = (0 <= slot) & (slot < width) & (rank < width)
     canonical = np.full(len(slot), ABSENT, dtype=np.int64)
     canonical[inside] = slot_order[r[inside], o[inside], slot[inside]]
@@ -181,11 +237,8 @@ def _ordered(data: SelectionData, judge: str, calls: pd.DataFrame, shown: pd.Dat
 
     label_probs = np.full((n, k, width), np.nan)
     seconds = np.full((n, k), np.nan)
-    rows, orders = calls["row"].to_numpy(), calls["order_index"].to_numpy()
-    seconds[rows, orders] = calls["seconds"].to_numpy(dtype=float, na_value=np.nan)
-    recorded = calls["label_probs"].notna().to_numpy()
-    for row, order, text, pid in zip(rows[recorded], orders[recorded], calls["label_probs"][recorded],
-                                     calls["prompt_id"][recorded]):
+    seconds[timed["row"].astype(np.int64), timed["order_index"]] = timed["seconds"]
+    for row, order, pid, text in recorded:
         probs = _label_probs(text, judge, pid, int(order))
         m = int((slot_order[row, order] >= 0).sum())
         label_probs[row, order, :m] = [probs.get(chr(ord("A") + s), 0.0) for s in range(m)]

@@ -29,6 +29,7 @@ from audit_core.selection.debiased import (
     judge_costs,
     load_ordered_calls,
     order0_slots,
+    ordered_calls,
     plackett_luce_fit,
     plackett_luce_name,
     policy_name,
@@ -514,3 +515,33 @@ def test_the_loader_maps_ranked_labels_through_the_recorded_slot_order(judgeacts
     assert calls.rankings[row, 0, :3].tolist() == [ids.index(slots["ABC".index(label)]) for label in ranking]
     assert calls.rankings[row, 1].tolist() == [-1] * 4  # a label beyond the pool: no ranking
     assert calls.full_ranking[row].tolist() == [True, False, True]
+
+
+def test_the_store_loader_makes_the_same_arrays_as_the_frame_of_calls(judgeacts_db, tmp_path):
+    # load_ordered_calls reads slots and rankings as integer columns in DuckDB; ordered_calls reads the
+    # frame of id lists `store.load_calls` gives: every array equal, odd records included
+    db = tmp_path / "odd.duckdb"
+    shutil.copy(judgeacts_db, db)
+    con = store.connect(db)
+    try:
+        qwen = "run_id IN (SELECT run_id FROM runs WHERE judge = 'qwen')"
+        first, second, third = [r[0] for r in con.execute(
+            "SELECT prompt_id FROM candidates GROUP BY 1 HAVING count(*) = 3 ORDER BY 1 LIMIT 3").fetchall()]
+        con.execute(f"UPDATE calls SET label_probs = ? WHERE prompt_id = ? AND order_index = 0 AND {qwen}",
+                    [json.dumps({"A": 0.5, "B": 0.25}), first])
+        con.execute(f"UPDATE calls SET ranking = ['B', 'AB', 'A'] WHERE prompt_id = ? AND order_index = 1 AND {qwen}",
+                    [first])  # a label that names no slot: no ranking
+        con.execute(f"UPDATE calls SET ranking = NULL, seconds = NULL WHERE prompt_id = ? AND {qwen}", [second])
+        con.execute(f"UPDATE calls SET ranking = [] WHERE prompt_id = ? AND order_index = 2 AND {qwen}", [third])
+        data = load_selection_data(con, "main")
+        loaded = load_ordered_calls(con, data)
+        framed = ordered_calls(data, store.load_calls(con, "main", ok_outputs=False))
+    finally:
+        con.close()
+    assert list(loaded) == list(framed) == data.judges and "qwen" in loaded
+    for judge, calls in loaded.items():
+        for field in ("slot_order", "rankings", "label_probs", "seconds", "picks", "tie_ranks"):
+            got, expected = getattr(calls, field), getattr(framed[judge], field)
+            assert got.dtype == expected.dtype and np.array_equal(got, expected, equal_nan=got.dtype.kind == "f"), field
+    assert loaded["qwen"].has_label_probs.sum() == 1 and np.isnan(loaded["qwen"].seconds).sum() == 3
+    assert (loaded["qwen"].rankings[:, :, 0] >= 0).sum() == 900 - 1 - 3 - 1

@@ -21,6 +21,7 @@ import pytest
 from audit_core import Resampling
 from audit_core.selection import position
 from audit_core.selection.data import SelectionData
+from audit_core.selection.debiased import ordered_calls
 from tests.support.paths import JUDGEACTS_MAIN as JUDGEACTS
 from tests.support.selection_data import make_data
 
@@ -144,13 +145,14 @@ def calls_frame(rows: list[tuple[str, int, list[str], str, str | None]]) -> pd.D
     """Call rows shaped like `store.load_calls`: (prompt, order, slot ids, status, chosen id)."""
     return pd.DataFrame(
         [{"judge": "j", "prompt_id": p, "order_index": k, "slot_candidate_ids": ids, "status": status,
-          "chosen_candidate_id": chosen} for p, k, ids, status, chosen in rows]
+          "chosen_candidate_id": chosen, "seconds": np.nan} for p, k, ids, status, chosen in rows]
     )
 
 
 def test_generator_slot_rates_follow_the_recorded_slot_orders() -> None:
     # two pools (SD35, flux, gpt-image [, imagegen3]) shown in orders that are not rotations
-    data = make_data(np.array([[0.1, 0.5, 0.9, np.nan], [0.2, 0.4, 0.6, 0.8]]), {"j": np.zeros((2, 2), dtype=int)})
+    # the judge's picks as the calls below make them: canonical index, -1 for the parse failure
+    data = make_data(np.array([[0.1, 0.5, 0.9, np.nan], [0.2, 0.4, 0.6, 0.8]]), {"j": np.array([[0, 0], [3, -1]])})
     a, b = data.candidate_ids[0, :3].tolist(), data.candidate_ids[1].tolist()
     calls = calls_frame([
         ("p000", 0, [a[0], a[1], a[2]], "ok", a[0]),
@@ -158,7 +160,7 @@ def test_generator_slot_rates_follow_the_recorded_slot_orders() -> None:
         ("p001", 0, [b[3], b[2], b[1], b[0]], "ok", b[3]),
         ("p001", 1, [b[0], b[1], b[2], b[3]], "parse_fail", None),  # invalid: not counted
     ])
-    table = position.generator_slot_table(data, "j", calls).set_index(["generator", "slot"])
+    table = position.generator_slot_table(data, "j", ordered_calls(data, calls)["j"]).set_index(["generator", "slot"])
     assert table.columns.tolist() == ["judge", "presented", "chosen", "rate"]
     assert table.loc[("SD35", "A"), ["presented", "chosen"]].tolist() == [1, 1]
     assert table.loc[("SD35", "B"), ["presented", "chosen"]].tolist() == [1, 1]
@@ -297,7 +299,8 @@ PUBLISHED_SLOT_RATES = {  # printed %
 
 def test_published_generator_by_slot_table(judgeacts) -> None:
     data, calls = judgeacts
-    table = position.generator_slot_table(data, "qwen", calls).set_index(["generator", "slot"])
+    table = position.generator_slot_table(data, "qwen", ordered_calls(data, calls)["qwen"]).set_index(
+        ["generator", "slot"])
     for generator, cells in PUBLISHED_SLOTS.items():
         for slot, (shown, chosen) in cells.items():
             assert table.loc[(generator, slot), ["presented", "chosen"]].tolist() == [shown, chosen]
