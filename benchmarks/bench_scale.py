@@ -11,7 +11,7 @@ For each size N, in OUT/N/ (OUT must lie outside the repository):
 - ingest: `python -m runners.ingest table` reads it, once per format, each into a store of its own
   (the table size limit, $JUDGE_AUDIT_MAX_TABLE_BYTES, raised to the largest of these files);
 - analyze: `python -m runners.analyze --resamples R` audits the first format's store (the others are
-  deleted once measured, unless --keep).
+  deleted once measured, unless --keep), with the audit cache beside it removed first: every run audits.
 
 Each step runs as a child process; its wall time and peak resident memory (the child's own ru_maxrss,
 from wait4) are printed in a table. A watchdog reads the child's resident memory ten times a second
@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from audit_core.store import audit_cache
 from benchmarks.synthetic import FORMATS, JUDGE_STYLES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -146,6 +147,8 @@ def bench_size(n: int, args: argparse.Namespace, env: dict[str, str]) -> list[St
                 stale.unlink(missing_ok=True)
             largest = max(path.stat().st_size for path in dataset_files(folder, form).values())
             env = dict(env, JUDGE_AUDIT_MAX_TABLE_BYTES=str(largest))
+        if step == "analyze":  # audit afresh, not from the cache an earlier run kept beside the store
+            shutil.rmtree(audit_cache.cache_folder(folder / f"store-{args.formats[0]}.duckdb"), ignore_errors=True)
         seconds, peak, result = run_step(argv, args.memory_limit, env, log)
         if step == "ingest" and form != args.formats[0] and not args.keep:  # only the first is audited: free the disk
             for written in (db, db.with_name(db.name + ".wal")):
