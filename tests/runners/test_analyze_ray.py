@@ -9,16 +9,12 @@ the Poisson threshold, which the driver lowers to 0 for this small set, split in
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
-import time
 
 import numpy as np
 import pandas as pd
@@ -27,8 +23,8 @@ import pytest
 from audit_core.selection.partials import SUM_TOLERANCE
 from benchmarks.synthetic import build_synthetic_db
 from tests.support.paths import REPO
+from tests.support.ray_head import isolated_ray_head
 
-HEAD_START_SECONDS = 90
 DRIVER = textwrap.dedent("""
     import sys
     from audit_core.selection import audit
@@ -38,39 +34,11 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-def can_unshare() -> bool:
-    try:
-        return subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 @pytest.fixture(scope="module")
 def ray_head():
     """(head process id, environment for drivers): a Ray head alone in its own network namespace."""
-    if importlib.util.find_spec("ray") is None:
-        pytest.skip("ray is not installed (requirements-ray.txt)")
-    if not can_unshare() or shutil.which("ip") is None or shutil.which("nsenter") is None:
-        pytest.skip("needs root with unshare -n, nsenter and ip to isolate the Ray head's network")
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
-    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths live under it
-    ray = os.path.join(os.path.dirname(sys.executable), "ray")
-    start = (f"ip link set lo up && exec {ray} start --head --block --node-ip-address=127.0.0.1 --port=6379 "
-             f"--num-cpus=2 --num-gpus=0 --include-dashboard=false --object-store-memory=200000000 "
-             f"--disable-usage-stats --temp-dir={temp}")
-    log = open(os.path.join(temp, "head.log"), "w+b")
-    head = subprocess.Popen(["unshare", "-n", "sh", "-c", start], env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + HEAD_START_SECONDS
-    while b"Ray runtime started" not in open(log.name, "rb").read():
-        assert head.poll() is None and time.monotonic() < deadline, open(log.name, "rb").read()[-2000:]
-        time.sleep(0.2)
-    try:
-        yield head.pid, {**env, "RAY_ADDRESS": "127.0.0.1:6379"}
-    finally:
-        head.send_signal(signal.SIGTERM)  # `ray start --block` stops every process it started
-        head.wait(timeout=60)
-        log.close()
-        shutil.rmtree(temp, ignore_errors=True)
+    with isolated_ray_head({**os.environ, "PYTHONPATH": str(REPO)}, 200_000_000) as head:
+        yield head
 
 
 def test_ray_engine_writes_the_local_engines_tables(ray_head, tmp_path):

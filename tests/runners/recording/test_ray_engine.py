@@ -11,12 +11,8 @@ raw outputs, against the same judge recorded in this process.
 
 import importlib.util
 import json
-import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
@@ -29,47 +25,19 @@ from runners.recording import ray_engine
 from runners.selection.recorder import record_selector
 from tests.support.paths import REPO
 from tests.support.pools import write_tiny_dataset
+from tests.support.ray_head import isolated_ray_head
 from tests.support.recording import killed_mid_run, slowed_env
 from tests.support.vlms import build_smolvlm
 
-HEAD_START_SECONDS = 90
 RECORD = ["request_key", "status", "choice_label", "chosen_candidate_id", "raw_output"]
-
-
-def can_unshare() -> bool:
-    try:
-        return subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 @pytest.fixture(scope="module")
 def ray_head(tmp_path_factory):
     """(head process id, environment for drivers): a Ray head alone in its own network namespace."""
-    if importlib.util.find_spec("ray") is None:
-        pytest.skip("ray is not installed (requirements-ray.txt)")
-    if not can_unshare() or shutil.which("ip") is None or shutil.which("nsenter") is None:
-        pytest.skip("needs root with unshare -n, nsenter and ip to isolate the Ray head's network")
     env = slowed_env(tmp_path_factory.mktemp("ray") / "hook", "runners.backends.simulated", "SimulatedSelector", 0.05)
-    env.update(RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")  # no token file in ~/.ray is read or made
-    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths live under it
-    ray = os.path.join(os.path.dirname(sys.executable), "ray")
-    start = (f"ip link set lo up && exec {ray} start --head --block --node-ip-address=127.0.0.1 --port=6379 "
-             f"--num-cpus=2 --num-gpus=0 --include-dashboard=false --object-store-memory=100000000 "
-             f"--disable-usage-stats --temp-dir={temp}")
-    log = open(os.path.join(temp, "head.log"), "w+b")
-    head = subprocess.Popen(["unshare", "-n", "sh", "-c", start], env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + HEAD_START_SECONDS
-    while b"Ray runtime started" not in open(log.name, "rb").read():
-        assert head.poll() is None and time.monotonic() < deadline, open(log.name, "rb").read()[-2000:]
-        time.sleep(0.2)
-    try:
-        yield head.pid, {**env, "RAY_ADDRESS": "127.0.0.1:6379"}
-    finally:
-        head.send_signal(signal.SIGTERM)  # `ray start --block` stops every process it started
-        head.wait(timeout=60)
-        log.close()
-        shutil.rmtree(temp, ignore_errors=True)
+    with isolated_ray_head(env, 100_000_000) as head:
+        yield head
 
 
 def in_head_namespace(pid: int, *args: str) -> list[str]:
