@@ -7,6 +7,7 @@ ridge, calibration fraction) from the judge's calls alone.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from audit_core.selection.debiased.borda import borda_picks
 from audit_core.selection.debiased.calibrated import calibrated_picks
@@ -15,6 +16,7 @@ from audit_core.selection.debiased.names import BORDA, CALIBRATED, PLACKETT_LUCE
 from audit_core.selection.debiased.plackett_luce import plackett_luce_fit
 from audit_core.selection.debiased.prior_corrected import prior_corrected_picks
 from audit_core.selection.policies import PolicySpec
+from audit_core.stats.bootstrap import WORKERS
 
 DEBIASED_KIND = "debiased"
 
@@ -33,10 +35,14 @@ def debiased_specs(calls: OrderedCalls) -> list[PolicySpec]:
 
 
 def with_debiased(specs: list[PolicySpec], ordered: Mapping[str, OrderedCalls]) -> list[PolicySpec]:
-    """`specs` with each judge's debiased policies right after its `{judge} majority`."""
+    """`specs` with each judge's debiased policies right after its `{judge} majority`; the judges' fits run
+    on `bootstrap.WORKERS` threads (each from its own calls alone, so the same picks in any order)."""
+    judges = [spec.base_judge for spec in specs if spec.kind == "majority" and spec.base_judge in ordered]
+    with ThreadPoolExecutor(max(1, min(WORKERS, len(judges)))) as pool:
+        debiased = dict(zip(judges, pool.map(lambda judge: debiased_specs(ordered[judge]), judges)))
     out = []
     for spec in specs:
         out.append(spec)
-        if spec.kind == "majority" and spec.base_judge in ordered:
-            out += debiased_specs(ordered[spec.base_judge])
+        if spec.kind == "majority" and spec.base_judge in debiased:
+            out += debiased[spec.base_judge]
     return out
