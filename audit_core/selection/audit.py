@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -298,10 +299,16 @@ def audit_selection(
     parts, slice_notes = slices.partitions(data, by)
     if ordered is None:
         ordered = {} if calls is None else ordered_calls(data, calls)
-    table, ungated, slice_frame = evaluate_policies(data, evaluated_policies(data, ordered), parts, resampling, reduce)
-    table[POLICY_COST_COLUMNS] = policy_costs(table, data, ordered)
+    with ThreadPoolExecutor(1) as side:  # the tables that need no policy, made while the policies are
+        judge_tables = side.submit(_judge_tables, data, resampling)
+        generator_slots = side.submit(lambda: None if calls is None else _concat(
+            [position.generator_slot_table(data, j, ordered[j]) for j in data.judges], position.GENERATOR_SLOT_COLUMNS))
+        timing = side.submit(lambda: None if calls is None else timing_table(calls))
+        table, ungated, slice_frame = evaluate_policies(data, evaluated_policies(data, ordered), parts, resampling,
+                                                        reduce)
+        table[POLICY_COST_COLUMNS] = policy_costs(table, data, ordered)
+        judges, positions, generators, flips, near_ties = judge_tables.result()
     extra_outcomes = [o for o in (*ERROR_OUTCOMES, *SIDE_OUTCOMES) if o in data.outcomes]
-    judges, positions, generators, flips, near_ties = _judge_tables(data, resampling)
     return SelectionAudit(
         dataset_id=data.dataset_id,
         resampling=resampling,
@@ -318,9 +325,8 @@ def audit_selection(
         slice_prompts={part.name: dict(zip(part.values, part.sizes.tolist())) for part in parts},
         composition=composition_table(data),
         flips_by_near_ties=near_ties,
-        generator_slots=None if calls is None else _concat(
-            [position.generator_slot_table(data, j, ordered[j]) for j in data.judges], position.GENERATOR_SLOT_COLUMNS),
-        timing=None if calls is None else timing_table(calls),
+        generator_slots=generator_slots.result(),
+        timing=timing.result(),
         notes=[
             "random and oracle are exact expectations (oracle: uniform over tied best images)",
             "bmr_lo/bmr_hi: Wilson for deterministic policies, bootstrap for random and oracle",
