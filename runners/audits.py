@@ -38,7 +38,9 @@ from audit_core.rating.rubric_vs_scorer import RubricVsScorer, rubric_vs_scorer
 from audit_core.selection import browse
 from audit_core.selection.browse import load_image_paths
 from audit_core.selection.debiased import load_ordered_calls
+from audit_core.selection.debiased.specs import with_debiased
 from audit_core.selection.partials import Reducer, local_partials
+from audit_core.selection.policies import picks_of, policy_specs
 from audit_core.selection.timing import TIMING_CALL_COLUMNS
 from audit_core.store import audit_cache
 from audit_core.store.schema import DEFAULT_POOL
@@ -106,14 +108,15 @@ def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAU
             problems.append(audit_cache.store(db, data_key, data))
     result = rating = None
     if data is not None:
+        specs = None
+        if picks and not audit_cache.has(db, picks_key := browse.picks_key(content, dataset, pool)):
+            # every policy once, for the explorer (`browse.every_policy`) and the audit alike
+            specs = with_debiased(policy_specs(data), ordered)
+            problems.append(audit_cache.store(db, picks_key, picks_of(specs)))
         selection_key = audit_cache.selection_key(content, dataset, resampling, pool, tuple(by))
         result, problem = audit_cache.cached(db, selection_key, SelectionAudit, lambda: audit_selection(
-            data, resampling, by=by, calls=calls, reduce=reduce, ordered=ordered))
+            data, resampling, by=by, calls=calls, reduce=reduce, ordered=ordered, specs=specs))
         problems.append(problem)
-        if picks:
-            picks_key = browse.picks_key(content, dataset, pool)
-            if not audit_cache.has(db, picks_key):
-                problems.append(audit_cache.store(db, picks_key, browse.every_policy(data, ordered)))
     if rating_data is not None:
         rating_key = audit_cache.rating_key(content, dataset, resampling)
         rating, problem = audit_cache.cached(db, rating_key, RatingAudit, lambda: audit_rating(rating_data, resampling))

@@ -179,17 +179,20 @@ def _json(value: object) -> object:
     return value
 
 
-def evaluated_policies(data: SelectionData, ordered: Mapping[str, OrderedCalls] | None = None) -> list[Evaluated]:
+def evaluated_policies(data: SelectionData, ordered: Mapping[str, OrderedCalls] | None = None,
+                       specs: Sequence[PolicySpec] | None = None) -> list[Evaluated]:
     """random, oracle, every contract policy, the debiased policies of the judges in `ordered` (judge ->
     its calls; after each judge's majority, `debiased.specs`), and for each order gate, majority and
     debiased policy the ungated judge restricted to the prompts it acts on (internal: the gates table,
-    regret_vs_ungated)."""
+    regret_vs_ungated). `specs`: those policies as `with_debiased(policy_specs(data), ordered)` makes
+    them, when the caller has made them already."""
     h = data.utility
     out = [
         Evaluated("random", "random", None, metrics.uniform_choice(h)),
         Evaluated("oracle", "oracle", None, metrics.oracle_choice(h)),
     ]
-    specs: list[PolicySpec] = with_debiased(policy_specs(data), ordered or {})
+    if specs is None:
+        specs = with_debiased(policy_specs(data), ordered or {})
     base = {spec.base_judge: spec.pick for spec in specs if spec.kind == "judge"}
     for spec in specs:
         out.append(
@@ -280,6 +283,7 @@ def audit_selection(
     calls: pd.DataFrame | None = None,
     reduce: Reducer = local_partials,
     ordered: Mapping[str, OrderedCalls] | None = None,
+    specs: Sequence[PolicySpec] | None = None,
 ) -> SelectionAudit:
     """Run the whole selection audit on one dataset (DESIGN §4).
 
@@ -294,7 +298,8 @@ def audit_selection(
     (`partials.local_partials`, or `runners.analyze_ray` on a Ray cluster); ordered: every judge's
     `OrderedCalls` as `debiased.load_ordered_calls` reads them from the store, when `calls` holds only
     TIMING_CALL_COLUMNS (a large study's calls as lists of ids would not fit in memory), else made
-    from `calls`.
+    from `calls`; specs: every policy as `with_debiased(policy_specs(data), ordered)` makes them, when
+    the caller has them already (`runners.audits` keeps their picks for the app too), else made here.
     """
     parts, slice_notes = slices.partitions(data, by)
     if ordered is None:
@@ -304,8 +309,8 @@ def audit_selection(
         generator_slots = side.submit(lambda: None if calls is None else _concat(
             [position.generator_slot_table(data, j, ordered[j]) for j in data.judges], position.GENERATOR_SLOT_COLUMNS))
         timing = side.submit(lambda: None if calls is None else timing_table(calls))
-        table, ungated, slice_frame = evaluate_policies(data, evaluated_policies(data, ordered), parts, resampling,
-                                                        reduce)
+        table, ungated, slice_frame = evaluate_policies(data, evaluated_policies(data, ordered, specs), parts,
+                                                        resampling, reduce)
         table[POLICY_COST_COLUMNS] = policy_costs(table, data, ordered)
         judges, positions, generators, flips, near_ties = judge_tables.result()
     extra_outcomes = [o for o in (*ERROR_OUTCOMES, *SIDE_OUTCOMES) if o in data.outcomes]

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit_core import load_selection_data, store
+from audit_core import Resampling, SelectionAudit, audit_selection, load_selection_data, store
 from audit_core.rating.alignment import ALIGNMENT_COLUMNS, TILT_COLUMNS
 from audit_core.rating.reliability import RELIABILITY_COLUMNS
 from audit_core.selection import browse
@@ -146,3 +146,15 @@ def test_cache_only_keeps_every_policys_picks_for_the_explorer_and_a_plain_run_d
     assert list(kept.picks) == list(expected.picks) and len(kept.picks) > len(data.judges)
     for name, pick in expected.picks.items():
         assert np.array_equal(kept.picks[name], pick), name
+    # the audit kept beside them (made from the same policies, fitted once) is the audit of the data
+    con = store.connect(db, read_only=True)
+    try:
+        selection_key = audit_cache.selection_key(audit_cache.dataset_fingerprint(con, "demo"), "demo",
+                                                  Resampling(100, 0), DEFAULT_POOL, ())
+        calls = store.load_calls(con, "demo", ok_outputs=False)
+    finally:
+        con.close()
+    audited = audit_cache.load(db, selection_key, SelectionAudit)
+    assert audited is not None
+    for name, frame in audit_selection(data, Resampling(100, 0), calls=calls).tables().items():
+        pd.testing.assert_frame_equal(audited.tables()[name], frame, check_dtype=False, obj=name)
