@@ -295,7 +295,7 @@ def _audit(db_path: str, stamp: float, dataset_id: str, pool: str, resamples: in
     if (kept := audit_cache.load(db_path, key, SelectionAudit)) is not None:
         return kept
     with store_lock.reading(db_path) as con:
-        calls = store.load_calls(con, dataset_id, ok_outputs=False, columns=CALL_COLUMNS)  # generator_slots, timing, ...
+        calls = store.load_calls(con, dataset_id, ok_outputs=False, columns=CALL_COLUMNS)  # only what the audit reads
     result = audit_selection(_audit_data(db_path, stamp, dataset_id, pool), settings, calls=calls)
     audit_cache.store(db_path, key, result)
     return result

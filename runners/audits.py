@@ -85,7 +85,7 @@ def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAU
             raise KeyError(f"dataset {dataset!r} is not in {db} (known: {known})")
         pools = consensus_pools(con, dataset)
         rating_data = load_rating_data(con, dataset)
-        # the scorers' outputs by candidate id serve the rubric comparison only (the selection data holds them as arrays)
+        # the scorers' outputs by candidate id serve the rubric comparison only (the selection data has its own)
         scores = store.load_scores(con, dataset) if rating_data is not None else None
         attribute_data = load_attribute_data(con, dataset)
         if pool not in pools and (pools or (rating_data is None and attribute_data is None)):

@@ -113,7 +113,8 @@ def load_selection_data(con: duckdb.DuckDBPyConnection, dataset_id: str, pool: s
         matrix = _cell_matrix(con, f"""
             SELECT p.row, c.canonical_index AS col, r.value
             FROM ratings r JOIN candidates c USING (dataset_id, candidate_id) JOIN {_ROWS} p USING (prompt_id)
-            WHERE r.dataset_id = ? AND r.pool = ? AND r.outcome = ?""", [dataset_id, dataset_id, pool, outcome], (n, width))
+            WHERE r.dataset_id = ? AND r.pool = ? AND r.outcome = ?""",
+            [dataset_id, dataset_id, pool, outcome], (n, width))
         if matrix is not None:
             outcomes[str(outcome)] = matrix
     if "alignment" not in outcomes:
@@ -153,7 +154,8 @@ def load_selection_data(con: duckdb.DuckDBPyConnection, dataset_id: str, pool: s
             FROM scores s JOIN runs r USING (run_id)
             JOIN candidates c ON c.dataset_id = r.dataset_id AND c.candidate_id = s.candidate_id
             JOIN {_ROWS} p USING (prompt_id)
-            WHERE r.dataset_id = ? AND r.kind = 'scorer' AND r.judge = ?""", [dataset_id, dataset_id, scorer], (n, width))
+            WHERE r.dataset_id = ? AND r.kind = 'scorer' AND r.judge = ?""",
+            [dataset_id, dataset_id, scorer], (n, width))
         if matrix is not None:
             scores[str(scorer)] = matrix
 
