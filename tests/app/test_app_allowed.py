@@ -14,7 +14,6 @@ from app_ui.allowed import Allowance, Refused
 from audit_core import store
 from tests.support.app import APP, build_app_db
 
-
 # ------------------------------------------------------------ who allowed what
 
 

@@ -17,7 +17,6 @@ from tests.support.paths import JUDGEACTS_DEV as DEV
 from tests.support.snapshots import snapshot
 from tests.support.tables import POOLS, pool_rows, write_table
 
-
 CALLS = [
     # prompt_id, order, slots, chosen, label, status, raw, seconds
     ("p1", 0, ["p1_a", "p1_b", "p1_c"], "p1_b", None, None, '{"choice": "B"}', 1.5),

@@ -2,7 +2,8 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from audit_core.stats import study_draws
 from audit_core.stats.study_draws import StudyDraws, stream_prefix
