@@ -41,10 +41,10 @@ from audit_core import (
 from audit_core.errors import DatabaseFileError, DatabaseHeld
 from audit_core.rating.audit import consensus_pools
 from audit_core.selection import browse
-from audit_core.selection.audit import CALL_COLUMNS
 from audit_core.selection.debiased import load_ordered_calls
 from audit_core.selection.outcomes import prompt_outcomes
 from audit_core.selection.policies import PolicyPicks, valid_picks
+from audit_core.selection.timing import TIMING_CALL_COLUMNS
 from audit_core.store import audit_cache
 from audit_core.store.schema import DEFAULT_POOL
 from audit_core.user_text import excerpt, visible
@@ -294,9 +294,11 @@ def _audit(db_path: str, stamp: float, dataset_id: str, pool: str, resamples: in
     key = audit_cache.selection_key(_content(db_path, stamp, dataset_id), dataset_id, settings, pool=pool)
     if (kept := audit_cache.load(db_path, key, SelectionAudit)) is not None:
         return kept
-    with store_lock.reading(db_path) as con:
-        calls = store.load_calls(con, dataset_id, ok_outputs=False, columns=CALL_COLUMNS)  # only what the audit reads
-    result = audit_selection(_audit_data(db_path, stamp, dataset_id, pool), settings, calls=calls)
+    data = _audit_data(db_path, stamp, dataset_id, pool)
+    with store_lock.reading(db_path) as con:  # the calls as `runners.audits` reads them: slot orders and rankings
+        ordered = load_ordered_calls(con, data)  # as arrays made in DuckDB, the rest timing's columns only
+        calls = store.load_calls(con, dataset_id, ok_outputs=False, columns=TIMING_CALL_COLUMNS)
+    result = audit_selection(data, settings, calls=calls, ordered=ordered)
     audit_cache.store(db_path, key, result)
     return result
 
