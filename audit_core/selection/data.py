@@ -22,6 +22,24 @@ NO_PICK = -1  # the call ran but returned no valid pick (parse or runtime failur
 NO_CALL = -2  # no call recorded for this (prompt, order)
 
 
+def index_dtype(width: int) -> np.dtype:
+    """The integer type of canonical indices 0..width−1 and the negative codes (NO_CALL, NO_PICK,
+    ABSENT): int8 for pools of up to 127 images, int64 beyond. A million prompts' picks are 1 MB a
+    column as int8, where int64 made most of a large study's memory."""
+    return np.dtype(np.int8 if width <= np.iinfo(np.int8).max else np.int64)
+
+
+def compact_indices(indices: np.ndarray) -> np.ndarray:
+    """`indices` (canonical indices or negative codes) in the smallest type `index_dtype` gives for
+    their range; the array itself when it has that type already."""
+    values = np.asarray(indices)
+    if values.dtype.kind not in "iu":
+        raise TypeError(f"expected integer indices, got {values.dtype}")
+    low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    fits = np.iinfo(np.int8).min <= low and high <= np.iinfo(np.int8).max
+    return values.astype(np.int8 if fits else np.int64, copy=False)
+
+
 @dataclass(frozen=True)
 class SelectionData:
     """Everything the statistics need, as aligned arrays.
@@ -31,8 +49,8 @@ class SelectionData:
     candidate_ids, source_models: (P, M) object arrays, "" in padding.
     mask: (P, M) bool, True where a candidate exists.
     outcomes: outcome name -> (P, M) float ratings, NaN where absent or unrated.
-    picks: judge -> (P, K) int canonical index of the pick, NO_PICK or NO_CALL.
-    slots: judge -> (P, K) int slot position of the pick (0 = A), −1 if none.
+    picks: judge -> (P, K) canonical index of the pick, NO_PICK or NO_CALL (`index_dtype(M)`).
+    slots: judge -> (P, K) slot position of the pick (0 = A), −1 if none (`index_dtype(M)`).
     statuses: judge -> (P, K) object call status, "" where no call.
     scores: scorer -> (P, M) float content scores, NaN in padding.
     vote_variance: (P, M) population variance of a candidate's individual alignment votes
@@ -137,8 +155,8 @@ def load_selection_data(con: duckdb.DuckDBPyConnection, dataset_id: str, pool: s
             continue
         r, o = _ints(calls["row"]), _ints(calls["order_index"])
         k = int(o.max()) + 1
-        pick = np.full((n, k), NO_CALL, dtype=np.int64)
-        slot = np.full((n, k), -1, dtype=np.int64)
+        pick = np.full((n, k), NO_CALL, dtype=index_dtype(width))
+        slot = np.full((n, k), -1, dtype=index_dtype(width))
         status = np.full((n, k), "", dtype=object)
         pick[r, o] = _ints(calls["pick"])
         slot[r, o] = _ints(calls["slot"])

@@ -69,8 +69,12 @@ READ_LOCK_WAIT = 3.0  # seconds; a reader (the app, analyze) only needs a runner
 # DuckDB would otherwise fetch an extension from the internet for a file it does not
 # recognise as its own (an SQLite file, say) and load it.
 NO_EXTENSIONS: dict[str, bool] = {"autoload_known_extensions": False, "autoinstall_known_extensions": False}
+# DuckDB's own working memory per store connection (its default, 80% of RAM, is taken as a cache while
+# a large study's columns are read, beside the arrays they become); beyond it DuckDB spills to <db>.tmp.
+STORE_MEMORY_LIMIT = "2GB"
+STORE_CONFIG: dict[str, object] = {**NO_EXTENSIONS, "memory_limit": STORE_MEMORY_LIMIT}
 # A reader only reads the store: no SQL it runs may reach another file or a URL.
-READ_ONLY_CONFIG: dict[str, bool] = {**NO_EXTENSIONS, "enable_external_access": False}
+READ_ONLY_CONFIG: dict[str, object] = {**STORE_CONFIG, "enable_external_access": False}
 _DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _POLL_SECONDS = 0.05
@@ -114,7 +118,7 @@ def _locked_connection(path: Path, read_only: bool, lock_wait: float | None) -> 
     """A connection to `path` once its lock is had (`connect` says how long it waits and what it refuses)."""
     _check_file(path, read_only)
     wait = lock_wait if lock_wait is not None else READ_LOCK_WAIT if read_only else write_lock_wait()
-    config = READ_ONLY_CONFIG if read_only else NO_EXTENSIONS
+    config = READ_ONLY_CONFIG if read_only else STORE_CONFIG
     deadline = time.monotonic() + wait
     told = read_only
     while True:
@@ -477,6 +481,7 @@ CALL_COLUMNS = ("judge", "run_id", "prompt_id", "order_index", "slot_candidate_i
                 "chosen_candidate_id", "ranking", "raw_output", "parse_note", "attempts", "seconds", "request_key",
                 "created_at", "label_probs")
 _CATEGORICAL_CALL_COLUMNS = ("judge", "run_id", "prompt_id", "status", "choice_label")
+_TEXT_CALL_COLUMNS = ("raw_output", "parse_note")  # mostly NULL in the audit's read
 
 
 def load_calls(
@@ -491,7 +496,8 @@ def load_calls(
     store older than that column.
 
     `columns` (names from CALL_COLUMNS) reads only those, in that order, compactly: judge, run_id,
-    prompt_id, status and choice_label as pandas categoricals (no Python string per row), order_index
+    prompt_id, status and choice_label as pandas categoricals (no Python string per row), raw_output
+    and parse_note as Arrow-backed strings (a NULL costs a bit, not an object), order_index
     and attempts in the smallest integer type that holds them. Without it, every column as DuckDB
     gives it (object strings, int32, lists). ValueError for a name that is not a column.
     """
@@ -517,14 +523,20 @@ def load_calls(
     if columns is None:
         return con.execute(sql, params).df()
     table = con.sql(sql, params=params).to_arrow_table()
-    frame = pd.DataFrame({
-        name: (table.column(name).dictionary_encode().to_pandas() if name in _CATEGORICAL_CALL_COLUMNS
-               else table.column(name).to_pandas()) for name in names
-    }, columns=list(names))
+    frame = pd.DataFrame({name: _compact_column(name, table.column(name)) for name in names}, columns=list(names))
     for name in ("order_index", "attempts"):
         if name in frame.columns:
             frame[name] = pd.to_numeric(frame[name], downcast="integer")
     return frame
+
+
+def _compact_column(name: str, column: pa.ChunkedArray) -> pd.Series:
+    """One column of `load_calls`' compact read (its docstring says which type each gets)."""
+    if name in _CATEGORICAL_CALL_COLUMNS:
+        return column.dictionary_encode().to_pandas()
+    if name in _TEXT_CALL_COLUMNS:
+        return pd.Series(pd.arrays.ArrowExtensionArray(column))
+    return column.to_pandas()
 
 
 def load_scores(con: duckdb.DuckDBPyConnection, dataset_id: str) -> pd.DataFrame:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from audit_core.errors import InputError
-from audit_core.selection.data import SelectionData
+from audit_core.selection.data import SelectionData, index_dtype
 from audit_core.selection.debiased.ties import tie_order
 from audit_core.store.database import has_column
 
@@ -33,9 +33,10 @@ class OrderedCalls:
     slot_order: (P, K, M) canonical index of the image in slot s of order k; ABSENT beyond the pool
       and where no call was recorded.
     rankings: (P, K, M) canonical indices in the judge's rank order, best first; ABSENT where the call
-      holds no ranking, and past the ranking's end.
+      holds no ranking, and past the ranking's end. Both of type `data.index_dtype(M)`.
     label_probs: (P, K, M) the recorded probability of slot s's label in order k's call (0 for an
-      offered label the record leaves out); NaN across a call that recorded none, and beyond the pool.
+      offered label the record leaves out); NaN across a call that recorded none, and beyond the pool
+      (read-only, one NaN broadcast, for a judge that recorded none).
     seconds: (P, K) the call's recorded seconds, NaN where none.
     tie_ranks: (P, M) each candidate's rank in its pool's tie order (`ties.tie_order`, the same for every
       judge of a dataset, so `ordered_calls` hashes the ids once); computed from the ids when not given.
@@ -89,7 +90,7 @@ class OrderedCalls:
     @property
     def slot_of(self) -> np.ndarray:
         """(P, K, M) the slot candidate i sat in in order k (inverse of `slot_order`); ABSENT where none."""
-        out = np.full(self.slot_order.shape, ABSENT, dtype=np.int64)
+        out = np.full(self.slot_order.shape, ABSENT, dtype=self.slot_order.dtype)
         p, k, s = np.nonzero(self.slot_order >= 0)
         out[p, k, self.slot_order[p, k, s]] = s
         return out
@@ -222,10 +223,10 @@ def _ordered(data: SelectionData, judge: str, shown: Mapping[str, np.ndarray], r
     `width` or more for a label that names none), timed (seconds per call) and recorded (row, order,
     prompt_id, label_probs text) for the calls that recorded label probabilities."""
     n, width, k = data.n_prompts, data.mask.shape[1], data.n_orders(judge)
-    slot_order = np.full((n, k, width), ABSENT, dtype=np.int64)
+    slot_order = np.full((n, k, width), ABSENT, dtype=index_dtype(width))
     slot_order[shown["row"].astype(np.int64), shown["order_index"], shown["slot"]] = shown["canonical_index"]
 
-    rankings = np.full((n, k, width), ABSENT, dtype=np.int64)
+    rankings = np.full((n, k, width), ABSENT, dtype=index_dtype(width))
     r, o = ranked["row"].astype(np.int64), ranked["order_index"].astype(np.int64)
     rank, slot = ranked["rank"].astype(np.int64), ranked["slot"].astype(np.int64)
     inside = (0 <= slot) & (slot < width) & (rank < width)
@@ -235,7 +236,8 @@ def _ordered(data: SelectionData, judge: str, shown: Mapping[str, np.ndarray], r
     keep = ~unusable
     rankings[r[keep], o[keep], rank[keep]] = canonical[keep]
 
-    label_probs = np.full((n, k, width), np.nan)
+    # a study that recorded none (most) holds a read-only view of one NaN, not P·K·M of them
+    label_probs = np.full((n, k, width), np.nan) if recorded else np.broadcast_to(np.nan, (n, k, width))
     seconds = np.full((n, k), np.nan)
     seconds[timed["row"].astype(np.int64), timed["order_index"]] = timed["seconds"]
     for row, order, pid, text in recorded:

@@ -36,6 +36,7 @@ from functools import cached_property
 
 import numpy as np
 
+from audit_core.selection.data import index_dtype
 from audit_core.selection.debiased.calls import ABSENT, OrderedCalls
 from audit_core.selection.debiased.ties import best_of
 
@@ -44,6 +45,7 @@ PL_TIE_TOLERANCE = 1e-6  # θ agreeing this closely are equal (the fit stops wit
 GRADIENT_TOLERANCE = 1e-9  # on every entry of the gradient; θ is then within 1e-8 of the optimum (Hessian ≥ ridge)
 ARMIJO = 1e-4  # sufficient decrease of the line search: f(x + t·d) ≤ f(x) + ARMIJO·t·∇f·d
 MAX_NEWTON_STEPS = 200
+HESSIAN_CHUNK = 1 << 16  # prompts whose stages are laid out at once in the Hessian (~37 MB with 9 stages of 4)
 MIN_STEP = 1e-12
 VALUE_RESOLUTION = 1e-12  # relative: a predicted decrease below this is lost in the objective's rounding
 
@@ -52,7 +54,7 @@ VALUE_RESOLUTION = 1e-12  # relative: a predicted decrease below this is lost in
 class Stages:
     """Every choice the rankings record: in stage t the image `chosen[t]` was taken out of the images
     `images[t, :]` (chosen first; ABSENT padding), shown in slots `slots[t, :]` (images index θ as
-    prompt · width + canonical index, for n_prompts prompts). The index arrays the fit reads at every
+    prompt · width + canonical index, for n_prompts prompts; int32 while that fits, slots int8). The index arrays the fit reads at every
     step are computed once (cached)."""
 
     images: np.ndarray
@@ -77,7 +79,7 @@ class Stages:
     @cached_property
     def entry_rows(self) -> np.ndarray:
         """Stage of every present entry."""
-        return np.nonzero(self.present)[0]
+        return np.nonzero(self.present)[0].astype(self.images.dtype)
 
     @cached_property
     def places(self) -> tuple[np.ndarray, np.ndarray, int]:
@@ -147,7 +149,13 @@ def ranking_stages(calls: OrderedCalls) -> Stages:
     first = first[:, :width]
     images.append(_global(first, p, width))
     slots.append(_slots(slot_of, p, k, first))
-    return Stages(np.concatenate(images), np.concatenate(slots), calls.n_prompts, width)
+    # in prompt order (so a range of prompts is a range of stages); compact: θ indices in 32 bits while
+    # they fit, slots as canonical indices are (`index_dtype`)
+    images, slots = np.concatenate(images), np.concatenate(slots)
+    by_prompt = np.argsort(images[:, 0] // width, kind="stable")
+    image_type = np.int32 if calls.n_prompts * width <= np.iinfo(np.int32).max else np.int64
+    return Stages(images[by_prompt].astype(image_type), slots[by_prompt].astype(index_dtype(width)),
+                  calls.n_prompts, width)
 
 
 def _global(local: np.ndarray, prompts: np.ndarray, width: int) -> np.ndarray:
@@ -198,21 +206,29 @@ def penalised_hessian(params: np.ndarray, stages: Stages, n_prompts: int, width:
     """
     n_theta, n_slots = n_prompts * width, len(params) - n_prompts * width
     weight = np.exp(stages.log_weights(params))
-    w, image, slot = weight[stages.present], stages.entry_images % width, stages.entry_slots
+    w, image, slot = weight[stages.present], stages.entry_images % width, stages.entry_slots.astype(np.int32)
     prompt, place, depth = stages.places
-    grid = np.zeros((n_prompts, depth, 2 * width))  # per prompt and stage: w on each image, then on each slot
-    grid[prompt[stages.entry_rows], place[stages.entry_rows], image] = w
-    grid[prompt[stages.entry_rows], place[stages.entry_rows], width + slot] = w
-    outer = np.matmul(grid[:, :, :width].transpose(0, 2, 1), grid)  # Σ over the prompt's stages of w ⊗ (w, v)
-    on_slot = grid[:, :, width:].reshape(-1, width)
+    outer = np.empty((n_prompts, width, 2 * width))  # Σ over the prompt's stages of w ⊗ (w, v)
+    slot_total, slot_outer = np.zeros(width), np.zeros((width, width))  # Σ v and Σ v vᵀ over every stage
+    for lo in range(0, n_prompts, HESSIAN_CHUNK):  # the stages are in prompt order: a chunk is a range of them
+        first, last = np.searchsorted(prompt, [lo, lo + HESSIAN_CHUNK])
+        begin, end = np.searchsorted(stages.entry_rows, [first, last])
+        rows = stages.entry_rows[begin:end]
+        grid = np.zeros((min(HESSIAN_CHUNK, n_prompts - lo), depth, 2 * width))  # w on each image, then each slot
+        grid[prompt[rows] - lo, place[rows], image[begin:end]] = w[begin:end]
+        grid[prompt[rows] - lo, place[rows], width + slot[begin:end]] = w[begin:end]
+        outer[lo:lo + len(grid)] = np.matmul(grid[:, :, :width].transpose(0, 2, 1), grid)
+        on_slot = grid[:, :, width:].reshape(-1, width)
+        slot_total += on_slot.sum(axis=0)
+        slot_outer += on_slot.T @ on_slot
     strengths = -outer[:, :, :width]
     strengths[:, np.arange(width), np.arange(width)] += (
         np.bincount(stages.entry_images, w, minlength=n_theta).reshape(n_prompts, width) + ridge)
     if not n_slots:
         return Hessian(strengths, np.zeros((n_prompts, width, 0)), np.zeros((0, 0)))
-    cross = np.bincount(stages.entry_images * width + slot, w, minlength=n_theta * width).reshape(
+    cross = np.bincount(stages.entry_images.astype(np.int64) * width + slot, w, minlength=n_theta * width).reshape(
         n_prompts, width, width) - outer[:, :, width:]
-    slot_block = np.diag(on_slot.sum(axis=0)) - on_slot.T @ on_slot
+    slot_block = np.diag(slot_total) - slot_outer
     return Hessian(strengths, cross[:, :, 1:], slot_block[1:, 1:] + ridge * np.eye(n_slots))
 
 

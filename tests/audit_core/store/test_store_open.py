@@ -103,7 +103,7 @@ def test_sqlite_file_reaches_for_no_extension(tmp_path):
         "from runners.recording.sessions import DatabaseFile\n"
         "from audit_core.errors import DatabaseFileError\n"
         "path = sys.argv[1]\n"
-        "for config in (store.NO_EXTENSIONS, store.READ_ONLY_CONFIG):\n"
+        "for config in (store.STORE_CONFIG, store.READ_ONLY_CONFIG):\n"
         "    try:\n"
         "        duckdb.connect(path, read_only=config is store.READ_ONLY_CONFIG, config=dict(config))\n"
         "    except duckdb.Error as err:\n"
