@@ -16,7 +16,7 @@ from scipy.optimize import approx_fprime, check_grad, minimize
 from audit_core import store
 from audit_core.errors import InputError
 from audit_core.selection import metrics
-from audit_core.selection.data import NO_CALL, NO_PICK, load_selection_data
+from audit_core.selection.data import NO_CALL, NO_PICK, compact_indices, index_dtype, load_selection_data
 from audit_core.selection.debiased import (
     borda_name,
     borda_picks,
@@ -437,6 +437,28 @@ def debiased_picks(db) -> tuple[object, dict[str, object], dict[str, dict[str, o
 @pytest.fixture(scope="module")
 def judgeacts_picks(judgeacts_db):
     return debiased_picks(judgeacts_db)
+
+
+def test_the_loaded_calls_are_compact(judgeacts_picks):
+    """Canonical indices as int8; a judge without label probabilities (the JudgeActs runs recorded none)
+    holds one NaN seen P·K·M times, not an array of them."""
+    data, ordered, _ = judgeacts_picks
+    for judge, calls in ordered.items():
+        assert data.picks[judge].dtype == data.slots[judge].dtype == np.int8
+        assert calls.slot_order.dtype == calls.rankings.dtype == np.int8
+        assert not calls.has_label_probs.any() and calls.label_probs.strides == (0, 0, 0)
+        assert calls.label_probs.shape == calls.slot_order.shape and not calls.label_probs.flags.writeable
+
+
+def test_compact_indices_take_the_smallest_type_of_their_range():
+    assert compact_indices(np.array([NO_CALL, NO_PICK, 0, 3])).dtype == np.int8
+    assert compact_indices(np.array([], dtype=np.int64)).dtype == np.int8
+    assert compact_indices(np.array([-1, 127])).dtype == np.int8
+    wide = compact_indices(np.array([-1, 128]))
+    assert wide.dtype == np.int64 and wide.tolist() == [-1, 128]
+    assert index_dtype(4) == np.int8 and index_dtype(200) == np.int64
+    with pytest.raises(TypeError, match="integer"):
+        compact_indices(np.array([0.0, 1.0]))
 
 
 def test_shuffled_ratings_give_the_same_picks(judgeacts_db, judgeacts_picks, tmp_path):
