@@ -367,6 +367,10 @@ class Selection:
         self._require_selection()
         return _audit_data(self.db_path, self.stamp, self.dataset_id, self.pool)
 
+    def content(self) -> str:
+        """The dataset's content fingerprint, which results kept beside the database are keyed by (`audit_cache`)."""
+        return _content(self.db_path, self.stamp, self.dataset_id)
+
     def outcomes(self, judge: str | None = None) -> pd.DataFrame:
         """prompt_outcomes of `judge` (default: the focus judge)."""
         self._require_selection()

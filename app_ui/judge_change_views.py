@@ -1,6 +1,8 @@
 """The Judge comparison page's judge change: a baseline and a candidate judge picked in the URL,
-their `JudgeChange` (`audit_core.selection.judge_change`) computed once per database file and
-stamp, dataset, pool, judge pair and resample count (seed 0, as every page), and drawn: the paired
+their `JudgeChange` (`audit_core.selection.judge_change`) computed once per dataset content, pool,
+judge pair and resample count (seed 0, as every page) and kept beside the database
+(`audit_core.store.audit_cache`, where `runners.analyze --cache-only` keeps the pair the page opens
+with), then in memory per database file and stamp, and drawn: the paired
 differences as a forest chart with the measures and policies it shows in the URL, the prompts
 where the order-0 picks differ, and the gate verdicts with their rule in words
 (`findings.judge_change` formats all of it, for the report too).
@@ -16,7 +18,8 @@ import streamlit as st
 from app_ui import context, draw, glance
 from app_ui.context import Selection
 from audit_core import SelectionData
-from audit_core.selection.judge_change import JudgeChange, compare_judges, pair_judges
+from audit_core.selection.judge_change import JudgeChange, compare_judges, default_pair, pair_judges
+from audit_core.store import audit_cache
 from findings import colours
 from findings import judge_change as jc
 
@@ -33,7 +36,7 @@ def pick_judges(sel: Selection) -> tuple[str, str]:
     was the candidate hands the candidate back to its default, so the pair stays two judges."""
     judges = list(sel.judges)
     left, right = st.columns(2)
-    baseline = context.bound(left.selectbox, "Baseline judge", BASELINE, judges[0], judges,
+    baseline = context.bound(left.selectbox, "Baseline judge", BASELINE, default_pair(judges)[0], judges,
                              help="The judge the gates were validated for.")
     others = [j for j in judges if j != baseline]
     if st.session_state.get(CANDIDATE) == baseline:
@@ -44,14 +47,22 @@ def pick_judges(sel: Selection) -> tuple[str, str]:
 
 @st.cache_data(max_entries=8, show_spinner="Comparing the two judges (joint prompt-level bootstrap)…")
 def _judge_change(db_path: str, stamp: float, dataset_id: str, pool: str, baseline: str, candidate: str,
-                  resamples: int, _data: SelectionData) -> JudgeChange:
-    return compare_judges(pair_judges(_data, baseline, candidate), resampling=context.resampling(resamples))
+                  resamples: int, content: str, _data: SelectionData) -> JudgeChange:
+    # kept beside the database once per dataset content, as the audit is (`runners.analyze --cache-only` keeps
+    # the pair the page opens with), then in memory
+    settings = context.resampling(resamples)
+    key = audit_cache.judge_change_key(content, dataset_id, settings, pool, baseline, candidate)
+    if (kept := audit_cache.load(db_path, key, JudgeChange)) is not None:
+        return kept
+    result = compare_judges(pair_judges(_data, baseline, candidate), resampling=settings)
+    audit_cache.store(db_path, key, result)
+    return result
 
 
 def judge_change(sel: Selection, baseline: str, candidate: str) -> JudgeChange:
     """The two judges compared with the standard gates, the sidebar's resamples and seed 0 (cached)."""
     return _judge_change(sel.db_path, sel.stamp, sel.dataset_id, sel.pool, baseline, candidate, sel.resamples,
-                         sel.data())
+                         sel.content(), sel.data())
 
 
 def differences(change: JudgeChange, names: Mapping[str, str]) -> None:

@@ -28,7 +28,8 @@ The selection and rating audits are kept in `<db stem>_cache/` beside the databa
 (`audit_core.store.audit_cache`, keyed by the dataset's content, resamples, seed, pool and
 slices): an unchanged dataset is not audited again, and the app opens what this
 command computed. `--cache-only` fills that cache, every policy's picks included (what the app's
-explorer shows for a policy), and writes nothing else; when the cache
+explorer shows for a policy) and the judge change the Judge comparison page opens with (its first
+judge against the first other one, `runners.judge_change_cache`), and writes nothing else; when the cache
 cannot keep them (a link or a file in its place, an unwritable folder, no usable cache key)
 it says so in one line on stderr and exits 2, since what it was asked for was not done.
 """
@@ -54,6 +55,7 @@ from findings.summary import findings_markdown, source_note
 from runners.analyze_ray import ray_reducer
 from runners.audits import run_audits
 from runners.command import STORAGE_ERRORS, refused, storage_failed
+from runners.judge_change_cache import keep_default_change
 from runners.recording.ray_engine import require_ray
 
 
@@ -159,6 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             reduce = ray_reducer(args.parquet, args.partitions or None)
         audits = run_audits(db, args.dataset, Resampling(args.resamples, args.seed), args.pool, args.by, reduce,
                             image_paths=False, picks=args.cache_only)
+        if args.cache_only:  # and the judge change the Judge comparison page opens with
+            audits.cache_problem = audits.cache_problem or keep_default_change(db, audits, args.pool)
     except (InputError, KeyError, ValueError) as err:  # not a DuckDB file, held by a writer too long,
         return refused(err)  # an unknown --by or an --out that cannot be written (OutputFolderError)
     except STORAGE_ERRORS as err:

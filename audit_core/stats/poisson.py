@@ -1,7 +1,9 @@
 """Poisson bootstrap for large studies: weights that depend on the prompt, not on where it is read.
 
 Above POISSON_ABOVE prompts the selection audit's intervals come from this Poisson bootstrap (DESIGN §4f;
-`audit_core.selection.partials` reduces the prompts to its sums, docs/large-studies.md):
+`audit_core.selection.partials` reduces the prompts to its sums, docs/large-studies.md), and so do the
+judge change's (`PoissonMeans`, which resamples every mean and ratio of a comparison in one pass of
+weights; `audit_core.selection.judge_change.poisson_path`):
 prompt p carries weight w_pb ~ Poisson(1) in resample b, and a mean over the prompts a policy
 acts on is the ratio of weighted sums Σ_p w_pb·v_p / Σ_p w_pb·a_p (a_p = 1 where it acts). The
 weight is a pure function of (seed, prompt id, b):
@@ -24,11 +26,14 @@ AGREEMENT_STANDARD_ERRORS standard errors of the mean (tests/audit_core/stats/te
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from audit_core.stats.bootstrap import percentile_interval
+from audit_core.stats.bootstrap import WORKERS, one_blas_thread, percentile_interval, percentile_intervals
+from audit_core.stats.bootstrap import ratio as bootstrap_ratio
 from audit_core.stats.id_hash import id_hashes
 from audit_core.stats.resampling import Resampling
 
@@ -39,6 +44,7 @@ MAX_WEIGHT = 20  # largest weight drawn: P(Poisson(1) > 20) < 1e-19
 # methods' endpoints differ by noise of sd ≈ 0.06; this bound is four of those
 AGREEMENT_STANDARD_ERRORS = 0.25
 BLOCK_ELEMENTS = 1 << 21  # prompts × resamples of one weight block (16 MB of uint64 per temporary)
+MIX_ELEMENTS = 1 << 16  # weights mixed at once: their uint64 temporaries (512 KB each) stay in cache
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -49,6 +55,8 @@ _STEPS = np.ceil(_CDF * 2.0**53).astype(np.uint64)  # the 53-bit integers at whi
 _CELLS = np.arange(1 << LOOKUP_BITS, dtype=np.uint64) << np.uint64(53 - LOOKUP_BITS)  # first 53-bit value of each cell
 _LOOKUP = np.searchsorted(_STEPS, _CELLS, side="right").astype(np.uint8)  # F⁻¹ at each cell's first value
 _STEP_CELL = _LOOKUP != np.searchsorted(_STEPS, _CELLS + np.uint64((1 << (53 - LOOKUP_BITS)) - 1), side="right")
+IN_STEP = np.uint8(255)  # a table cell holding a step of F: the weight is found exactly (never a weight: > MAX_WEIGHT)
+_TABLE = np.where(_STEP_CELL, IN_STEP, _LOOKUP).astype(np.uint8)  # F⁻¹ per cell, IN_STEP where F steps within it
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -67,13 +75,26 @@ def prompt_keys(prompt_ids: Iterable[str]) -> np.ndarray:
 def poisson_weights(keys: np.ndarray, seed: int, start: int, stop: int) -> np.ndarray:
     """(len(keys), stop − start) uint8 weights w_pb of resamples b = start..stop−1 (module docstring).
 
-    The mix runs in place; F⁻¹ is read from a table indexed by the top LOOKUP_BITS of the 53 bits, except
-    in the few table cells that hold a step of F, where the 53 bits are compared with the steps exactly:
-    u ≥ F(k) ⟺ bits ≥ ⌈F(k)·2⁵³⌉, as u is bits·2⁻⁵³ exactly."""
+    Made MIX_ELEMENTS weights at a time, so that the mix's uint64 temporaries stay in cache; the mix runs
+    in place; F⁻¹ is read from a table indexed by the top LOOKUP_BITS of the 53 bits, except in the few
+    table cells that hold a step of F (marked IN_STEP in the table), where the 53 bits are compared with
+    the steps exactly: u ≥ F(k) ⟺ bits ≥ ⌈F(k)·2⁵³⌉, as u is bits·2⁻⁵³ exactly."""
     with np.errstate(over="ignore"):
         seed_word = _mix(np.array([seed], dtype=np.uint64))
         resample = _mix(seed_word + np.arange(start, stop, dtype=np.uint64) * _GOLDEN)
-        x = keys.astype(np.uint64)[:, None] ^ resample[None, :]
+    keys = keys.astype(np.uint64)
+    weights = np.empty((len(keys), stop - start), dtype=np.uint8)
+    rows = max(1, MIX_ELEMENTS // max(stop - start, 1))
+    for lo in range(0, len(keys), rows):
+        weights[lo:lo + rows] = _block_weights(keys[lo:lo + rows], resample)
+    return weights
+
+
+def _block_weights(keys: np.ndarray, resample: np.ndarray) -> np.ndarray:
+    """(len(keys), len(resample)) uint8 weights of the prompts with `keys` in the resamples whose mixed
+    words are `resample` (`poisson_weights`)."""
+    with np.errstate(over="ignore"):
+        x = keys[:, None] ^ resample[None, :]
         shifted = np.empty_like(x)
         for shift, multiplier in ((30, _MIX_1), (27, _MIX_2), (31, None)):
             np.right_shift(x, np.uint64(shift), out=shifted)
@@ -81,8 +102,8 @@ def poisson_weights(keys: np.ndarray, seed: int, start: int, stop: int) -> np.nd
             if multiplier is not None:
                 x *= multiplier
     np.right_shift(x, np.uint64(64 - LOOKUP_BITS), out=shifted)
-    weights = _LOOKUP[shifted]
-    exact = _STEP_CELL[shifted]
+    weights = _TABLE.take(shifted)
+    exact = weights == IN_STEP
     if exact.any():
         weights[exact] = np.searchsorted(_STEPS, x[exact] >> np.uint64(11), side="right")
     return weights
@@ -100,15 +121,114 @@ def weighted_sums(keys: np.ndarray, values: np.ndarray, resampling: Resampling) 
         raise ValueError(f"{len(keys)} keys for {len(values)} rows of values")
     if np.isnan(values).any():
         raise ValueError("values must not hold NaN: give 0 with a 0 acted-on indicator instead")
+    return _block_sums(keys, lambda lo, hi: values[lo:hi], values.shape[1], resampling, np.float64)
+
+
+def _block_sums(keys: np.ndarray, rows: Callable[[int, int], np.ndarray], width: int, resampling: Resampling,
+                dtype: type) -> np.ndarray:
+    """(B, width) float64 sums Σ_p w_pb · rows(lo, hi)[p − lo, j] over the prompts with `keys`, `rows`
+    giving the (hi − lo, width) values of the prompts lo..hi−1.
+
+    A block of BLOCK_ELEMENTS weights at a time, its products in `dtype`; `bootstrap.WORKERS` threads
+    share the blocks (thread i blocks i, i + W, …, each adding its blocks in order, the threads' sums
+    added in thread order), so the result does not depend on their timing; BLAS runs on one thread."""
     resamples = resampling.resamples
-    totals = np.zeros((resamples, values.shape[1]))
     if resamples == 0 or len(keys) == 0:
-        return totals
-    rows = max(1, BLOCK_ELEMENTS // resamples)
-    for lo in range(0, len(keys), rows):
-        weights = poisson_weights(keys[lo:lo + rows], resampling.seed, 0, resamples)
-        totals += weights.T.astype(np.float64) @ values[lo:lo + rows]
-    return totals
+        return np.zeros((resamples, width))
+    step = max(1, BLOCK_ELEMENTS // resamples)
+    starts = range(0, len(keys), step)
+    workers = max(1, min(WORKERS, len(starts)))
+
+    def added(mine: Sequence[int]) -> np.ndarray:
+        total = np.zeros((resamples, width))
+        for lo in mine:
+            hi = min(lo + step, len(keys))
+            weights = poisson_weights(keys[lo:hi], resampling.seed, 0, resamples)
+            total += weights.T.astype(dtype) @ np.asarray(rows(lo, hi), dtype=dtype)
+        return total
+
+    with one_blas_thread(), ThreadPoolExecutor(workers) as pool:
+        return sum(pool.map(added, [starts[i::workers] for i in range(workers)]))
+
+
+class PoissonMeans:
+    """Means of per-prompt vectors, each over the prompts where it is defined (not NaN), with Poisson-bootstrap
+    intervals: `bootstrap.FixedNMeans`'s `add`, `means` and `intervals` above POISSON_ABOVE prompts, and
+    `add_ratio` for a ratio of two columns' sums, all resampled with the same weights (`samples`).
+
+    Entry e is a ratio of column sums: in resample b, Σ_p w_pb·x_p / Σ_p w_pb·y_p over the prompts with
+    `keys`, NaN where the denominator is 0 (left out of its interval). A mean of v (`add`) has x = v where
+    defined, else 0, and y = 1[v defined]; its point estimate is the mean of v's defined entries as
+    FixedNMeans computes it (so the same number), an `add_ratio`'s Σx / Σy. Identical columns are summed
+    once, and every column's sums come from one pass of weights (`_block_sums`, float32 products: a sum
+    moves by a relative ~1e-6 with another order or chunking of the prompts). The vectors are kept, not
+    copied: they must not change after they are added.
+    """
+
+    def __init__(self, keys: np.ndarray) -> None:
+        self._keys = keys
+        self._columns: list[tuple[np.ndarray, bool]] = []  # (values, whether NaN stands for 0)
+        self._seen: dict[tuple[object, ...], list[int]] = defaultdict(list)
+        self._entries: list[tuple[int, int]] = []  # (numerator column, denominator column)
+        self._points: list[float] = []
+        self._samples: tuple[Resampling, np.ndarray] | None = None
+
+    def _column(self, values: np.ndarray, filled: bool) -> int:
+        """The index of the column `values` (NaN read as 0 when `filled`), stored once."""
+        signature = (filled, int(np.isnan(values).sum()), float(np.nansum(values)), float(np.nansum(values[::7])))
+        for k in self._seen[signature]:
+            if np.array_equal(self._columns[k][0], values, equal_nan=True):
+                return k
+        self._seen[signature].append(len(self._columns))
+        self._columns.append((values, filled))
+        self._samples = None
+        return len(self._columns) - 1
+
+    def add(self, values: np.ndarray) -> int:
+        """The entry of the mean of `values`' defined entries (class docstring)."""
+        values = np.asarray(values, dtype=float)
+        defined = ~np.isnan(values)
+        kept = values[defined]
+        self._points.append(float(kept.sum()) / len(kept) if len(kept) else np.nan)  # as FixedNMeans computes it
+        self._entries.append((self._column(values, True), self._column(defined, False)))
+        return len(self._entries) - 1
+
+    def add_ratio(self, numerator: np.ndarray, denominator: np.ndarray) -> int:
+        """The entry of Σ numerator / Σ denominator (NaN-free columns over every prompt; 0 leaves a prompt out)."""
+        columns = [np.asarray(c, dtype=float) for c in (numerator, denominator)]
+        if any(np.isnan(c).any() for c in columns):
+            raise ValueError("a ratio's columns must not hold NaN: give 0 where a prompt does not count")
+        self._points.append(float(bootstrap_ratio(np.array([columns[0].sum()]), np.array([columns[1].sum()]))[0]))
+        self._entries.append((self._column(columns[0], False), self._column(columns[1], False)))
+        return len(self._entries) - 1
+
+    def means(self) -> np.ndarray:
+        """Every entry's point estimate, NaN for a mean of no defined entry or a ratio over a zero sum."""
+        return np.array(self._points, dtype=float)
+
+    def _rows(self, lo: int, hi: int) -> np.ndarray:
+        """(hi − lo, columns) float32 values of the prompts lo..hi−1, NaN read as 0 in filled columns."""
+        out = np.empty((hi - lo, len(self._columns)), dtype=np.float32, order="F")
+        for k, (values, filled) in enumerate(self._columns):
+            part = values[lo:hi]
+            out[:, k] = np.where(np.isnan(part), 0.0, part) if filled else part
+        return out
+
+    def samples(self, resampling: Resampling) -> np.ndarray:
+        """(B, entries) every entry's ratio in each resample (class docstring), from one pass of weights."""
+        if self._samples is None or self._samples[0] != resampling:
+            sums = _block_sums(self._keys, self._rows, len(self._columns), resampling, np.float32)
+            ends = np.array(self._entries, dtype=np.int64).reshape(-1, 2)  # (numerator, denominator) columns
+            self._samples = (resampling, bootstrap_ratio(sums[:, ends[:, 0]], sums[:, ends[:, 1]]))
+        return self._samples[1]
+
+    def intervals(self, resampling: Resampling, levels: tuple[float, ...]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per level, (lo, hi) of every entry's percentile interval over `samples`; NaN with 0 resamples
+        or where no resample has a nonzero denominator."""
+        if resampling.resamples == 0 or not self._entries:
+            nothing = np.full(len(self._entries), np.nan)
+            return [(nothing, nothing.copy()) for _ in levels]
+        return percentile_intervals(self.samples(resampling), levels)
 
 
 def ratio_interval(numerator: np.ndarray, denominator: np.ndarray, level: float = 0.95) -> tuple[float, float]:

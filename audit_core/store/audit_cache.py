@@ -15,15 +15,16 @@ both under this installation's key (`audit_core.store.install_key`: in the user'
 configuration folder, never beside the database).
 
 The cache is a convenience, never an input. An entry is used only when its manifest
-authenticates under this installation's key, names exactly the key asked for, the
-result's class and fields and only file names this module writes, and every file is a
-regular file of the recorded size and SHA-256. So an entry made or edited elsewhere (by
-another installation, or with its file hashes updated to match edited data) is a miss,
-and the result is recomputed from the database. A manifest is parsed only once it
-authenticates, so one that is malformed or absurdly nested is a miss before any parsing.
-Nothing is pickled and loading executes no code (`np.load(allow_pickle=False)`, Parquet,
-both from the checked bytes). A link, FIFO, device or folder where a folder or file of
-the cache should be is neither followed nor read (`audit_core.store.owned_files`): a miss, at once.
+authenticates under this installation's key, names exactly the key asked for, the result's class
+and fields (and for a field holding a frozen dataclass, such as a judge change's verdict rule,
+the class its annotation names with exactly its fields) and only file names this module writes,
+and every file is a regular file of the recorded size and SHA-256. So an entry made or edited
+elsewhere (by another installation, or with its file hashes updated to match edited data) is a
+miss, and the result is recomputed from the database. A manifest is parsed only once it
+authenticates, so one that is malformed or absurdly nested is a miss before any parsing. Nothing
+is pickled and loading executes no code (`np.load(allow_pickle=False)`, Parquet, both from the
+checked bytes). A link, FIFO, device or folder where a folder or file of the cache should be is
+neither followed nor read (`audit_core.store.owned_files`): a miss, at once.
 
 Nothing is written or removed outside the cache: `<db stem>_cache`, `<dataset>` and the
 entry are reached without following links, so when one of them is a link (or a file) the
@@ -51,6 +52,7 @@ import os
 import re
 import shutil
 import stat
+import typing
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -146,6 +148,15 @@ def rating_key(content: str, dataset_id: str, resampling: Resampling) -> dict[st
     return cache_key(content, dataset_id, "rating", resamples=resampling.resamples, seed=resampling.seed)
 
 
+def judge_change_key(content: str, dataset_id: str, resampling: Resampling, pool: str, baseline: str,
+                     candidate: str) -> dict[str, Any]:
+    """The key of the judge change `compare_judges(pair_judges(data, baseline, candidate), resampling=resampling)`
+    (standard gates, default verdict rule) on the reference pool `pool`, as the Judge comparison page and
+    `runners.analyze --cache-only` both compute it."""
+    return cache_key(content, dataset_id, "judge_change", resamples=resampling.resamples, seed=resampling.seed,
+                     pool=pool, baseline=baseline, candidate=candidate)
+
+
 def data_key(content: str, dataset_id: str, pool: str) -> dict[str, Any]:
     """The key of the loaded arrays `data.load_selection_data(con, dataset_id, pool)`."""
     return cache_key(content, dataset_id, "data", pool=pool)
@@ -236,13 +247,39 @@ class _Refused(ValueError):
 def _rebuild(entry: int, manifest: dict, key: Mapping[str, Any], cls: type[T]) -> T:
     """`cls` from the authenticated manifest of the open entry folder, once it names `key`, `cls` and
     exactly `cls`'s fields; _Refused otherwise."""
-    names = [f.name for f in dataclasses.fields(cls)]
     if manifest.get("key") != dict(key) or manifest.get("class") != cls.__name__:
         raise _Refused("its manifest names another key or class")
-    fields = manifest.get("fields")
+    return _instance(entry, cls, manifest.get("fields"))
+
+
+def _instance(entry: int, cls: type[T], fields: Any) -> T:
+    """The dataclass `cls` from the specs of its fields (`_encode`), once they name exactly `cls`'s fields;
+    _Refused otherwise. A field holding a dataclass is read as the class its annotation names."""
+    names = [f.name for f in dataclasses.fields(cls)]
     if not isinstance(fields, dict) or sorted(fields) != sorted(names):
-        raise _Refused("its manifest names other fields")
-    return cls(**{name: _decode(entry, fields[name]) for name in names})
+        raise _Refused(f"its manifest names other fields of {cls.__name__}")
+    types = _field_types(cls)
+    return cls(**{name: _decode(entry, fields[name], types[name]) for name in names})
+
+
+@lru_cache(maxsize=None)
+def _field_types(cls: type) -> dict[str, Any]:
+    """Field name -> the type its annotation names (`typing.get_type_hints`), per dataclass."""
+    return typing.get_type_hints(cls)
+
+
+def _dataclass_named(annotation: Any, name: Any) -> type:
+    """The frozen dataclass called `name` that a field annotated `annotation` may hold (the class itself or a
+    member of a union); _Refused when there is none, so a manifest never chooses a class of its own."""
+    for option in typing.get_args(annotation) or (annotation,):
+        if _is_frozen_dataclass(option) and option.__name__ == name:
+            return option
+    raise _Refused(f"a {name!r} where a field holds {annotation!r}")
+
+
+def _is_frozen_dataclass(value: Any) -> bool:
+    """Whether `value` is a frozen dataclass or an instance of one."""
+    return dataclasses.is_dataclass(value) and value.__dataclass_params__.frozen
 
 
 def _file_bytes(entry: int, spec: Mapping[str, Any]) -> bytes:
@@ -257,8 +294,9 @@ def _file_bytes(entry: int, spec: Mapping[str, Any]) -> bytes:
     return data
 
 
-def _decode(entry: int, spec: Any) -> Any:
-    """The value a manifest spec describes (`_encode`)."""
+def _decode(entry: int, spec: Any, annotation: Any = None) -> Any:
+    """The value a manifest spec describes (`_encode`), for a field annotated `annotation` (what a
+    dataclass spec may hold)."""
     kind = spec.get("type") if isinstance(spec, dict) else None
     if kind == "frame":
         return pq.read_table(pa.BufferReader(_file_bytes(entry, spec))).to_pandas()
@@ -275,16 +313,16 @@ def _decode(entry: int, spec: Any) -> Any:
         return tuple(spec["value"])
     if kind == "json" and "value" in spec:
         return spec["value"]
-    if kind == "resampling":
-        return Resampling(spec.get("resamples"), spec.get("seed"))  # TypeError, ValueError: a miss
+    if kind == "dataclass":  # its own checks (TypeError, ValueError) make a miss too
+        return _instance(entry, _dataclass_named(annotation, spec.get("class")), spec.get("fields"))
     raise _Refused(f"entry of type {kind!r}")
 
 
 def _encode(value: Any, staging: int, counter: list[int]) -> dict[str, Any]:
     """A manifest spec for `value`, writing its file into the open folder `staging`: frames as
     Parquet, numeric arrays as .npy (never pickled), string arrays as one Parquet column, dicts of
-    arrays entry by entry; None, tuples, resampling settings and anything else JSON holds inline
-    (TypeError for the rest)."""
+    arrays entry by entry, frozen dataclasses (resampling settings, a verdict rule…) field by field
+    with their class's name; None, tuples and anything else JSON holds inline (TypeError for the rest)."""
     def file(ext: str, data: bytes) -> dict[str, Any]:
         counter[0] += 1
         name = f"{counter[0]}.{ext}"
@@ -309,8 +347,9 @@ def _encode(value: Any, staging: int, counter: list[int]) -> dict[str, Any]:
         return {"type": "none"}
     if isinstance(value, tuple):
         return {"type": "tuple", "value": list(value)}
-    if isinstance(value, Resampling):
-        return {"type": "resampling", "resamples": value.resamples, "seed": value.seed}
+    if _is_frozen_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: _encode(getattr(value, f.name), staging, counter) for f in dataclasses.fields(value)}
+        return {"type": "dataclass", "class": type(value).__name__, "fields": fields}
     json.dumps(value)  # TypeError for anything JSON cannot hold
     return {"type": "json", "value": value}
 

@@ -14,13 +14,16 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_ui import judge_change_views
 from audit_core import load_selection_data, store
-from audit_core.selection.judge_change import compare_judges, pair_judges
+from audit_core.selection.judge_change import JudgeChange, compare_judges, pair_judges
 from audit_core.stats.resampling import Resampling
+from audit_core.store import audit_cache
 from findings import numbers
 from findings.judge_change import VERDICT_HEADER
-from runners import compare
+from runners import analyze, compare, demo
 from tests.support.app import UNEXPECTED, open_app
+from tests.support.cache import assert_same_result
 from tests.support.judge_change import gate_split, ingest_gate_split
 
 pytestmark = pytest.mark.usefixtures("data_folder")  # the app may open the test databases (tests/conftest.py)
@@ -163,6 +166,36 @@ def test_a_link_naming_the_baseline_as_candidate_gets_the_first_other_judge(db):
     at = open_judges(db, baseline="small", candidate="small")
     assert refused(at) == {"candidate"}
     assert (at.selectbox(key="baseline").value, at.selectbox(key="candidate").value) == ("small", "large")
+
+
+def test_analyze_cache_only_keeps_the_pair_the_page_opens_with_and_the_page_reads_it(tmp_path, monkeypatch):
+    """`runners.analyze --cache-only` on the demo keeps the judge change of its first judge against the first other
+    one (the page's defaults) for its pool and resamples; the page's first opening then reads it from the cache
+    instead of computing it, and shows its verdicts."""
+    db = tmp_path / "demo.duckdb"
+    assert demo.main(["--db", str(db), "--prompts", "30", "--rating-prompts", "4", "--attribute-prompts", "2",
+                      "--quiet"]) == 0
+    assert analyze.main(["--db", str(db), "--dataset", "demo", "--resamples", str(RESAMPLES), "--cache-only"]) == 0
+    con = store.connect(db, read_only=True)
+    try:
+        data = load_selection_data(con, "demo")
+        content = audit_cache.dataset_fingerprint(con, "demo")
+    finally:
+        con.close()
+    baseline, candidate = data.judges[:2]
+    settings = Resampling(RESAMPLES, 0)
+    kept = audit_cache.load(db, audit_cache.judge_change_key(content, "demo", settings, "all", baseline, candidate),
+                            JudgeChange)
+    assert_same_result(kept, compare_judges(pair_judges(data, baseline, candidate), resampling=settings))
+
+    def computed(*_, **__):
+        raise AssertionError("the page computed the judge change it should have read")
+
+    monkeypatch.setattr(judge_change_views, "compare_judges", computed)
+    at = open_app({"db": str(db), "page": "judges", "dataset": "demo", "resamples": str(RESAMPLES)})
+    assert not [e.value for e in at.error if UNEXPECTED in e.value]
+    assert (at.selectbox(key="baseline").value, at.selectbox(key="candidate").value) == (baseline, candidate)
+    assert verdict_table(at)["verdict"].tolist() == kept.gates["verdict"].tolist()
 
 
 def test_a_dataset_with_one_selector_judge_has_no_judge_change(tmp_path_factory):

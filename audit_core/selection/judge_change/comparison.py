@@ -2,7 +2,9 @@
 
 `compare_judges(pair, ...)` computes both tables for a `JudgePair` and returns a `JudgeChange`,
 whose `tables()` are compare.csv and gates.csv and `to_summary()` compare.json (without checks,
-which `check` evaluates one at a time).
+which `check` evaluates one at a time). Up to `poisson.POISSON_ABOVE` prompts its intervals are the
+fixed-n and joint bootstraps of `paired` and `verdicts`; above it they come from one pass of Poisson
+weights (`poisson_path`), so a million prompts take seconds rather than minutes.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from audit_core.selection.gate_compose import ComposedGate
 from audit_core.selection.judge_change.checks import Check, CheckOutcome, Tables, evaluate_check
 from audit_core.selection.judge_change.paired import LEVEL, Disagreement, paired_differences
 from audit_core.selection.judge_change.pairing import JudgePair, gate_label, standard_gates
+from audit_core.selection.judge_change.poisson_path import poisson_comparison
 from audit_core.selection.judge_change.verdicts import GATE_COLUMNS, VerdictRule, gate_verdicts
+from audit_core.stats.poisson import POISSON_ABOVE
 from audit_core.stats.resampling import Resampling
 
 
@@ -84,13 +88,18 @@ def _records(frame: pd.DataFrame) -> list[dict]:
 def compare_judges(pair: JudgePair, gates: Sequence[ComposedGate] = (), resampling: Resampling = Resampling(),
                    rule: VerdictRule = VerdictRule(), standard: bool = True) -> JudgeChange:
     """The judge change of `pair` under `gates` (after the standard gates when `standard`; a gate
-    given twice, or also standard, counts once), intervals drawn as `resampling` says."""
+    given twice, or also standard, counts once), intervals drawn as `resampling` says: fixed-n up to
+    `poisson.POISSON_ABOVE` prompts (`paired_differences`, `gate_verdicts`), above it the Poisson
+    bootstrap's (`poisson_path.poisson_comparison`), with the same point estimates."""
     chosen = {gate_label(g): g for g in [*(standard_gates(pair) if standard else []), *gates]}
     every = list(chosen.values())
-    compare, disagreement = paired_differences(pair, every, resampling)
+    if pair.data.n_prompts > POISSON_ABOVE:
+        compare, disagreement, verdicts = poisson_comparison(pair, every, resampling, rule)
+    else:
+        compare, disagreement = paired_differences(pair, every, resampling)
+        verdicts = gate_verdicts(pair, every, resampling, rule)
     return JudgeChange(
         baseline=pair.baseline, candidate=pair.candidate, datasets=dict(pair.datasets), prompts=pair.data.n_prompts,
-        compare=compare, disagreement=disagreement, gates=gate_verdicts(pair, every, resampling, rule),
-        rule=rule, resampling=resampling,
+        compare=compare, disagreement=disagreement, gates=verdicts, rule=rule, resampling=resampling,
     )
 

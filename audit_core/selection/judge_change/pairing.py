@@ -74,6 +74,12 @@ def pair_judges(baseline_data: SelectionData, baseline: str, candidate: str,
     return JudgePair(data, baseline, key, {"baseline": baseline_data.dataset_id, "candidate": candidate_data.dataset_id})
 
 
+def default_pair(judges: Sequence[str]) -> tuple[str, str] | None:
+    """(baseline, candidate) a judge change opens with, as the Judge comparison page does: the first
+    judge, then the first other one; None with fewer than two judges."""
+    return (judges[0], judges[1]) if len(judges) >= 2 else None
+
+
 def _known_judge(data: SelectionData, judge: str, role: str) -> None:
     if judge not in data.picks:
         raise InputError(f"{role} judge {shown(judge)} is not a selector judge of dataset {shown(data.dataset_id)} "

@@ -3,7 +3,11 @@
 For a gate applied to a judge (`gate_compose.evaluate`, the numbers the audit gives a gate):
 coverage (kept share of all prompts), the kept and the rejected side's gain over random with
 fixed-n intervals over each side's prompts, and kept − rejected with an interval from a joint
-resample of all prompts. The verdict, first rule that applies:
+resample of all prompts. Above `poisson.POISSON_ABOVE` prompts (`poisson_path`) the same numbers
+come from Poisson-weighted sums: each side's gain Σ_p w_pb·gain_p / Σ_p w_pb·acted_p in resample b,
+kept − rejected the difference of the two sides' ratios in the same resample, as the audit's
+Poisson path (`partials`) makes them; the point estimates are the same. The verdict, first rule
+that applies:
 
 1. "keeps nothing": the gate keeps no prompt;
 2. "rejects nothing": it rejects none;
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,21 +108,37 @@ def gate_verdict(kept_n: int, rejected_n: int, rejected_gain_lo: float, kept_min
 def gate_verdicts(pair: JudgePair, gates: Sequence[ComposedGate], resampling: Resampling,
                   rule: VerdictRule = VerdictRule()) -> pd.DataFrame:
     """GATE_DETAIL_COLUMNS: per gate, a row for the baseline then the candidate (role), with
-    each side's prompt count."""
+    each side's prompt count; intervals as the audit makes them up to POISSON_ABOVE prompts
+    (`compare_judges` takes `poisson_path.poisson_comparison` above)."""
     rows = []
     for gate in gates:
         for role in ROLES:
             judge = pair.judge(role)
             result = evaluate(gate.rebased(judge), pair.data, resampling)
             kept, rejected = (result.gates[result.gates["side"] == side].iloc[0] for side in ("kept", "rejected"))
-            row = {"gate": gate_label(gate), "judge": judge, "role": role,
-                   "kept_n": int(kept["n"]), "rejected_n": int(rejected["n"]), "coverage": float(kept["coverage"])}
-            for side, record in (("kept", kept), ("rejected", rejected)):
-                for suffix in ("", "_lo", "_hi"):
-                    row[f"{side}_gain{suffix}"] = float(record[f"gain{suffix}"])
-            for suffix in ("", "_lo", "_hi"):
-                row[f"kept_minus_rejected{suffix}"] = float(kept[f"gain_vs_rejected{suffix}"])
-            row["verdict"] = gate_verdict(row["kept_n"], row["rejected_n"], row["rejected_gain_lo"],
-                                          row["kept_minus_rejected_lo"], rule)
-            rows.append(row)
+            sides = {side: (int(record["n"]), *(float(record[f"gain{suffix}"]) for suffix in ("", "_lo", "_hi")))
+                     for side, record in (("kept", kept), ("rejected", rejected))}
+            difference = tuple(float(kept[f"gain_vs_rejected{suffix}"]) for suffix in ("", "_lo", "_hi"))
+            rows.append(verdict_row(gate_label(gate), judge, role, float(kept["coverage"]), sides, difference, rule))
+    return verdict_frame(rows)
+
+
+def verdict_row(gate: str, judge: str, role: str, coverage: float, sides: Mapping[str, tuple[int, float, float, float]],
+                kept_minus_rejected: tuple[float, float, float], rule: VerdictRule) -> dict[str, object]:
+    """A GATE_DETAIL_COLUMNS row with its verdict under `rule`; sides: "kept" and "rejected" -> (n, gain,
+    gain_lo, gain_hi); kept_minus_rejected: (value, lo, hi)."""
+    row: dict[str, object] = {"gate": gate, "judge": judge, "role": role, "kept_n": sides["kept"][0],
+                              "rejected_n": sides["rejected"][0], "coverage": coverage}
+    for side in ("kept", "rejected"):
+        for suffix, value in zip(("", "_lo", "_hi"), sides[side][1:]):
+            row[f"{side}_gain{suffix}"] = value
+    for suffix, value in zip(("", "_lo", "_hi"), kept_minus_rejected):
+        row[f"kept_minus_rejected{suffix}"] = value
+    row["verdict"] = gate_verdict(row["kept_n"], row["rejected_n"], row["rejected_gain_lo"],
+                                  row["kept_minus_rejected_lo"], rule)
+    return row
+
+
+def verdict_frame(rows: Sequence[Mapping[str, object]]) -> pd.DataFrame:
+    """The GATE_DETAIL_COLUMNS frame of `verdict_row` rows (counts as int64, also without rows)."""
     return pd.DataFrame(rows, columns=GATE_DETAIL_COLUMNS).astype({"kept_n": np.int64, "rejected_n": np.int64})

@@ -3,6 +3,7 @@ and its intervals agree with the multinomial bootstrap's where both run."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -11,9 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from audit_core.stats.bootstrap import FixedNMeans, percentile_intervals
 from audit_core.stats.poisson import (
     AGREEMENT_STANDARD_ERRORS,
     MAX_WEIGHT,
+    PoissonMeans,
     poisson_weights,
     prompt_keys,
     ratio_interval,
@@ -22,6 +25,7 @@ from audit_core.stats.poisson import (
 from audit_core.stats.resampling import Resampling
 
 SUM_TOLERANCE = 1e-12  # relative: float64 sums of the same terms in another order
+SUM_TOLERANCE_FLOAT32 = 1e-5  # relative: PoissonMeans' float32 products against float64 ones
 
 
 def ids(n: int, prefix: str = "p") -> list[str]:
@@ -68,6 +72,46 @@ def test_blocks_do_not_change_the_sums(monkeypatch):
     big = weighted_sums(keys, values, Resampling(100, 3))
     monkeypatch.setattr("audit_core.stats.poisson.BLOCK_ELEMENTS", 700)  # 7 prompts per block
     np.testing.assert_allclose(weighted_sums(keys, values, Resampling(100, 3)), big, rtol=SUM_TOLERANCE)
+
+
+def test_the_weights_are_those_every_earlier_audit_drew():
+    """2,000 prompts × 500 resamples hash as they did before the weights were mixed in cache-sized blocks with one
+    table lookup (so the Poisson path's published numbers stand), whatever the block size."""
+    keys = prompt_keys(ids(2_000))
+    expected = "e76f0bab7b336f93c66a9366059ac69d9c2925ee287be51905f45a176c3edd45"
+    assert hashlib.sha256(poisson_weights(keys, 7, 0, 500).tobytes()).hexdigest() == expected
+    assert np.array_equal(poisson_weights(keys, 7, 0, 500), np.vstack(
+        [poisson_weights(keys[lo:lo + 3], 7, 0, 500) for lo in range(0, 2_000, 3)]))
+
+
+def test_poisson_means_are_ratios_of_weighted_sums_over_the_defined_prompts(monkeypatch):
+    """A mean's resample b is Σ w·v / Σ w over the prompts where v is defined and its point the FixedNMeans mean;
+    an added ratio's is Σ w·x / Σ w·y; one pass serves all (float32 products: SUM_TOLERANCE_FLOAT32)."""
+    n, resampling = 500, Resampling(200, 4)
+    rng = np.random.default_rng(8)
+    v = np.where(rng.random(n) < 0.3, np.nan, rng.random(n))
+    x, y = rng.random(n), rng.integers(0, 3, n).astype(float)
+    keys = prompt_keys(ids(n))
+    monkeypatch.setattr("audit_core.stats.poisson.BLOCK_ELEMENTS", 7_000)  # blocks of 35 prompts, over the threads
+    means = PoissonMeans(keys)
+    cells = [means.add(v), means.add(v.copy()), means.add_ratio(x, y), means.add(np.full(n, np.nan))]
+    sums = weighted_sums(keys, np.column_stack([np.nan_to_num(v), ~np.isnan(v), x, y]), resampling)
+    samples = means.samples(resampling)
+    for cell, (num, den) in zip(cells, ((0, 1), (0, 1), (2, 3))):
+        np.testing.assert_allclose(samples[:, cell], sums[:, num] / sums[:, den], rtol=SUM_TOLERANCE_FLOAT32)
+    fixed = FixedNMeans()
+    fixed.add(v)
+    assert means.means()[0] == means.means()[1] == fixed.means()[0]
+    assert means.means()[2] == x.sum() / y.sum() and np.isnan(means.means()[3])
+    (lo, hi), = means.intervals(resampling, (0.95,))
+    (expected_lo, expected_hi), = percentile_intervals(samples, (0.95,))
+    np.testing.assert_array_equal(lo, expected_lo)
+    np.testing.assert_array_equal(hi, expected_hi)
+    assert np.isnan(lo[3]) and np.isnan(hi[3])
+    nothing, = means.intervals(Resampling(0), (0.95,))
+    assert np.isnan(nothing[0]).all() and np.isnan(nothing[1]).all()
+    with pytest.raises(ValueError, match="NaN"):
+        means.add_ratio(v, y)
 
 
 @pytest.mark.parametrize("kind", ["ratings", "binary", "continuous"])

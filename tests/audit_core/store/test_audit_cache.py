@@ -12,13 +12,16 @@ import pandas as pd
 import pytest
 
 from audit_core import Resampling, store
+from audit_core.ingest.culturalframes import file_stem
 from audit_core.selection.audit import SelectionAudit
 from audit_core.selection.data import SelectionData, load_selection_data
+from audit_core.selection.judge_change import Disagreement, JudgeChange, VerdictRule, compare_judges, pair_judges
 from audit_core.store import audit_cache
 from audit_core.store.records import utc_now
 from benchmarks.synthetic import build_synthetic_db
 from runners import analyze, audits, report
 from tests.support.cache import assert_same_result, read_manifest, sign_manifest, study_with_audit
+from tests.support.selection_data import random_data
 
 DATASET = "small"
 RESAMPLES = 200
@@ -166,6 +169,38 @@ def test_a_tampered_entry_is_ignored_and_never_executed(built, tmp_path) -> None
     assert audit_cache.store(db, key, result) is not None
     assert (entry / "manifest.json").read_bytes() == pickle.dumps(Payload())
     assert not marker.exists()
+
+
+def test_a_judge_change_round_trips_with_its_nested_dataclasses(tmp_path) -> None:
+    """Its tables exactly; its disagreement, verdict rule and resampling as the same frozen dataclasses, each
+    written field by field and read back as the class its field's annotation names."""
+    data = random_data(80, judges=("a", "b", "c"))
+    change = compare_judges(pair_judges(data, "a", "b"), resampling=Resampling(100, 3),
+                            rule=VerdictRule(filters_rejected_lo_at_most=0.01, discards_rejected_lo_above=0.02))
+    db = tmp_path / "study.duckdb"
+    key = audit_cache.judge_change_key("content", data.dataset_id, change.resampling, "all", "a", "b")
+    assert audit_cache.load(db, key, JudgeChange) is None
+    assert audit_cache.store(db, key, change) is None
+    again = audit_cache.load(db, key, JudgeChange)
+    assert_same_result(again, change)
+    assert (type(again.disagreement), type(again.rule), type(again.resampling)) == (Disagreement, VerdictRule,
+                                                                                     Resampling)
+    assert again.disagreement.n > 0 and again.tables().keys() == change.tables().keys()
+
+    # a nested dataclass whose manifest names another class, other fields or values its class refuses, even
+    # signed with this installation's key: a miss, never another class than the field's annotation names
+    entry = next((tmp_path / "study_cache" / file_stem(data.dataset_id)).iterdir())
+    good = read_manifest(entry)
+    rule = good["fields"]["rule"]
+    assert rule["type"] == "dataclass" and rule["class"] == "VerdictRule"
+    nan = {"type": "json", "value": float("nan")}
+    for bad in ({**rule, "class": "Resampling"}, {**rule, "class": "Popen"}, good["fields"]["disagreement"],
+                {**rule, "fields": {"filters_rejected_lo_at_most": rule["fields"]["filters_rejected_lo_at_most"]}},
+                {**rule, "fields": {**rule["fields"], "discards_rejected_lo_above": nan}}):
+        sign_manifest(entry, {**good, "fields": {**good["fields"], "rule": bad}})
+        assert audit_cache.load(db, key, JudgeChange) is None
+    sign_manifest(entry, good)
+    assert audit_cache.load(db, key, JudgeChange) is not None
 
 
 def test_analyze_fills_the_cache_and_then_reads_it(tmp_path, monkeypatch, capsys) -> None:
