@@ -69,12 +69,13 @@ READ_LOCK_WAIT = 3.0  # seconds; a reader (the app, analyze) only needs a runner
 # DuckDB would otherwise fetch an extension from the internet for a file it does not
 # recognise as its own (an SQLite file, say) and load it.
 NO_EXTENSIONS: dict[str, bool] = {"autoload_known_extensions": False, "autoinstall_known_extensions": False}
-# DuckDB's own working memory per store connection (its default, 80% of RAM, is taken as a cache while
-# a large study's columns are read, beside the arrays they become); beyond it DuckDB spills to <db>.tmp.
-STORE_MEMORY_LIMIT = "2GB"
-STORE_CONFIG: dict[str, object] = {**NO_EXTENSIONS, "memory_limit": STORE_MEMORY_LIMIT}
+# DuckDB's working memory in a reader (its default, 80% of RAM, fills as a cache while a large study's
+# columns are read, beside the arrays they become); beyond it DuckDB spills to <db>.tmp. A writer keeps
+# the default: a ten-million-prompt ingest builds key indexes that DuckDB cannot spill.
+READ_MEMORY_LIMIT = "2GB"
 # A reader only reads the store: no SQL it runs may reach another file or a URL.
-READ_ONLY_CONFIG: dict[str, object] = {**STORE_CONFIG, "enable_external_access": False}
+READ_ONLY_CONFIG: dict[str, object] = {**NO_EXTENSIONS, "enable_external_access": False,
+                                       "memory_limit": READ_MEMORY_LIMIT}
 _DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _POLL_SECONDS = 0.05
@@ -118,7 +119,7 @@ def _locked_connection(path: Path, read_only: bool, lock_wait: float | None) -> 
     """A connection to `path` once its lock is had (`connect` says how long it waits and what it refuses)."""
     _check_file(path, read_only)
     wait = lock_wait if lock_wait is not None else READ_LOCK_WAIT if read_only else write_lock_wait()
-    config = READ_ONLY_CONFIG if read_only else STORE_CONFIG
+    config = READ_ONLY_CONFIG if read_only else NO_EXTENSIONS
     deadline = time.monotonic() + wait
     told = read_only
     while True:

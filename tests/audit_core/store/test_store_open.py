@@ -19,6 +19,7 @@ import pytest
 
 from audit_core import store
 from audit_core.errors import DatabaseFileError, DatabaseHeld, InputError
+from audit_core.store.database import READ_MEMORY_LIMIT
 from runners import analyze, ingest, run_judge, score
 from tests.support.paths import REPO
 from tests.support.snapshots import snapshot
@@ -103,7 +104,7 @@ def test_sqlite_file_reaches_for_no_extension(tmp_path):
         "from runners.recording.sessions import DatabaseFile\n"
         "from audit_core.errors import DatabaseFileError\n"
         "path = sys.argv[1]\n"
-        "for config in (store.STORE_CONFIG, store.READ_ONLY_CONFIG):\n"
+        "for config in (store.NO_EXTENSIONS, store.READ_ONLY_CONFIG):\n"
         "    try:\n"
         "        duckdb.connect(path, read_only=config is store.READ_ONLY_CONFIG, config=dict(config))\n"
         "    except duckdb.Error as err:\n"
@@ -155,6 +156,33 @@ def test_read_only_connection_reaches_no_other_file(tmp_path):
             con.execute("SELECT * FROM read_csv(?)", [str(tmp_path / "secret.csv")]).fetchall()
     finally:
         con.close()
+
+
+def test_a_reader_bounds_duckdbs_memory_and_a_writer_keeps_its_default(tmp_path):
+    """A reader's DuckDB caches at most READ_MEMORY_LIMIT (spilling beyond it); a writer keeps DuckDB's
+    default (80% of RAM), which a large ingest's key indexes need."""
+    path = tmp_path / "s.duckdb"
+
+    def limit(con: duckdb.DuckDBPyConnection) -> int:
+        return con.execute("SELECT value FROM duckdb_settings() WHERE name = 'memory_limit'").fetchone()[0]
+
+    writer = store.connect(path)
+    try:
+        written = limit(writer)
+    finally:
+        writer.close()
+    reader = store.connect(path, read_only=True)
+    try:
+        read = limit(reader)
+    finally:
+        reader.close()
+    for config, got in (({}, written), ({"memory_limit": READ_MEMORY_LIMIT}, read)):
+        expected = duckdb.connect(":memory:", config=config)
+        try:
+            assert got == limit(expected)
+        finally:
+            expected.close()
+    assert read != written
 
 
 # ------------------------------------------------------------ the commands
