@@ -45,7 +45,7 @@ PL_TIE_TOLERANCE = 1e-6  # θ agreeing this closely are equal (the fit stops wit
 GRADIENT_TOLERANCE = 1e-9  # on every entry of the gradient; θ is then within 1e-8 of the optimum (Hessian ≥ ridge)
 ARMIJO = 1e-4  # sufficient decrease of the line search: f(x + t·d) ≤ f(x) + ARMIJO·t·∇f·d
 MAX_NEWTON_STEPS = 200
-HESSIAN_CHUNK = 1 << 16  # prompts whose stages are laid out at once in the Hessian (~37 MB with 9 stages of 4)
+HESSIAN_CHUNK = 1 << 18  # prompts whose stages are laid out at once in the Hessian (~150 MB with 9 stages of 4)
 MIN_STEP = 1e-12
 VALUE_RESOLUTION = 1e-12  # relative: a predicted decrease below this is lost in the objective's rounding
 
