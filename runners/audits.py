@@ -60,6 +60,7 @@ class Audits:
     rubric: RubricVsScorer | None
     runs: pd.DataFrame
     image_paths: dict[str, str | None]
+    content: str  # the dataset's content fingerprint, which every result kept in the cache is keyed by
     cache_problem: str | None = None  # why the audits could not be kept in the cache; None when they are
 
 
@@ -126,4 +127,4 @@ def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAU
     attributes = audit_attributes(attribute_data, resampling) if attribute_data is not None else None
     return Audits(row=row, data=data, result=result, rating_data=rating_data, rating=rating,
                   attribute_data=attribute_data, attributes=attributes, rubric=rubric, runs=runs,
-                  image_paths=paths, cache_problem=next((p for p in problems if p), None))
+                  image_paths=paths, content=content, cache_problem=next((p for p in problems if p), None))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from audit_core import store
 from audit_core.selection.judge_change import compare_judges, default_pair, pair_judges
 from audit_core.store import audit_cache
 from runners.audits import Audits
@@ -26,12 +25,7 @@ def keep_default_change(db: Path, audits: Audits, pool: str) -> str | None:
     if pair is None:
         return None
     resampling = audits.result.resampling
-    con = store.connect(db, read_only=True)
-    try:
-        content = audit_cache.dataset_fingerprint(con, data.dataset_id)
-    finally:
-        con.close()
-    key = audit_cache.judge_change_key(content, data.dataset_id, resampling, pool, *pair)
+    key = audit_cache.judge_change_key(audits.content, data.dataset_id, resampling, pool, *pair)
     if audit_cache.has(db, key):
         return None
     return audit_cache.store(db, key, compare_judges(pair_judges(data, *pair), resampling=resampling))
