@@ -41,8 +41,8 @@ from audit_core.selection.debiased import load_ordered_calls
 from audit_core.selection.debiased.specs import with_debiased
 from audit_core.selection.partials import Reducer, local_partials
 from audit_core.selection.policies import picks_of, policy_specs
-from audit_core.selection.timing import TIMING_CALL_COLUMNS
 from audit_core.store import audit_cache
+from audit_core.store.database import load_call_texts
 from audit_core.store.schema import DEFAULT_POOL
 
 
@@ -93,10 +93,10 @@ def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAU
             hint = f"; choose one with --pool NAME (pools: {', '.join(pools)})" if pools else ""
             raise KeyError(f"dataset {dataset!r} has no alignment ratings in pool {pool!r}{hint}")
         data = load_selection_data(con, dataset, pool=pool) if pools else None  # None: a rating or attribute study only
-        # the calls as the audit reads them: every judge's slot orders and rankings as arrays made in DuckDB,
-        # the rest (timing's columns) compact; never a frame of id lists, which a large study cannot hold
+        # the calls as the audit reads them: every judge's slot orders, rankings and seconds as arrays made in
+        # DuckDB, and only the calls that carry text (timing's not-JSON count); never a frame of a row per call
         ordered = load_ordered_calls(con, data) if data is not None else {}
-        calls = store.load_calls(con, dataset, ok_outputs=False, columns=TIMING_CALL_COLUMNS)
+        texts = load_call_texts(con, dataset) if data is not None else None
         runs = store.load_runs(con, dataset)
         paths = load_image_paths(con, dataset) if image_paths else {}
         content = audit_cache.dataset_fingerprint(con, dataset)
@@ -116,7 +116,7 @@ def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAU
             problems.append(audit_cache.store(db, picks_key, picks_of(specs)))
         selection_key = audit_cache.selection_key(content, dataset, resampling, pool, tuple(by))
         result, problem = audit_cache.cached(db, selection_key, SelectionAudit, lambda: audit_selection(
-            data, resampling, by=by, calls=calls, reduce=reduce, ordered=ordered, specs=specs))
+            data, resampling, by=by, reduce=reduce, ordered=ordered, specs=specs, call_texts=texts))
         problems.append(problem)
     if rating_data is not None:
         rating_key = audit_cache.rating_key(content, dataset, resampling)

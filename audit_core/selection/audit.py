@@ -56,7 +56,7 @@ from audit_core.selection.policy_rows import (
     side_differences,
     value_sums,
 )
-from audit_core.selection.timing import TIMING_CALL_COLUMNS, timing_table
+from audit_core.selection.timing import TIMING_CALL_COLUMNS, timing_table, timing_table_from_arrays
 from audit_core.stats import bootstrap
 from audit_core.stats.poisson import POISSON_ABOVE
 from audit_core.stats.resampling import Resampling
@@ -64,7 +64,8 @@ from audit_core.store.schema import ERROR_OUTCOMES
 
 # The selector calls' columns the audit reads (`store.load_calls(..., columns=CALL_COLUMNS)`): never the
 # accepted calls' raw outputs, request keys or timestamps, which are most of a large study's calls. Given the
-# judges' ordered calls already (`debiased.load_ordered_calls`), it reads only TIMING_CALL_COLUMNS.
+# judges' ordered calls already (`debiased.load_ordered_calls`), it reads only TIMING_CALL_COLUMNS, and given
+# the calls that carry text instead (`store.database.load_call_texts`), no call rows at all.
 CALL_COLUMNS = (*TIMING_CALL_COLUMNS, "slot_candidate_ids", "ranking", "label_probs")
 
 
@@ -284,6 +285,7 @@ def audit_selection(
     reduce: Reducer = local_partials,
     ordered: Mapping[str, OrderedCalls] | None = None,
     specs: Sequence[PolicySpec] | None = None,
+    call_texts: pd.DataFrame | None = None,
 ) -> SelectionAudit:
     """Run the whole selection audit on one dataset (DESIGN §4).
 
@@ -299,16 +301,22 @@ def audit_selection(
     `OrderedCalls` as `debiased.load_ordered_calls` reads them from the store, when `calls` holds only
     TIMING_CALL_COLUMNS (a large study's calls as lists of ids would not fit in memory), else made
     from `calls`; specs: every policy as `with_debiased(policy_specs(data), ordered)` makes them, when
-    the caller has them already (`runners.audits` keeps their picks for the app too), else made here.
+    the caller has them already (`runners.audits` keeps their picks for the app too), else made here;
+    call_texts: the calls that carry text as `store.database.load_call_texts` reads them, which with
+    `ordered` stand in for `calls` (generator_slots and the same timing, from `data.statuses` and the
+    ordered calls' seconds; ValueError without `ordered`) when `calls` is None.
     """
+    if calls is None and call_texts is not None and ordered is None:
+        raise ValueError("audit_selection: call_texts stand in for calls only with the judges' ordered calls")
     parts, slice_notes = slices.partitions(data, by)
     if ordered is None:
         ordered = {} if calls is None else ordered_calls(data, calls)
     with ThreadPoolExecutor(1) as side:  # the tables that need no policy, made while the policies are
         judge_tables = side.submit(_judge_tables, data, resampling)
-        generator_slots = side.submit(lambda: None if calls is None else _concat(
+        recorded = calls is not None or call_texts is not None
+        generator_slots = side.submit(lambda: None if not recorded else _concat(
             [position.generator_slot_table(data, j, ordered[j]) for j in data.judges], position.GENERATOR_SLOT_COLUMNS))
-        timing = side.submit(lambda: None if calls is None else timing_table(calls))
+        timing = side.submit(_timing, data, calls, ordered, call_texts)
         table, ungated, slice_frame = evaluate_policies(data, evaluated_policies(data, ordered, specs), parts,
                                                         resampling, reduce)
         table[POLICY_COST_COLUMNS] = policy_costs(table, data, ordered)
@@ -391,6 +399,17 @@ def _group_table(country: pd.DataFrame) -> pd.DataFrame:
     columns = ["policy", "country", "prompts", "n", "coverage", "regret", "regret_lo", "regret_hi",
                "gain", "gain_lo", "gain_hi", "bmr", "bmr_random"]
     return country.rename(columns={"value": "country"})[columns].reset_index(drop=True)
+
+
+def _timing(data: SelectionData, calls: pd.DataFrame | None, ordered: Mapping[str, OrderedCalls],
+            call_texts: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The timing table of the call rows when given, else of the judges' statuses and ordered seconds with
+    `call_texts`; None with neither."""
+    if calls is not None:
+        return timing_table(calls)
+    if call_texts is None:
+        return None
+    return timing_table_from_arrays(data.statuses, {j: ordered[j].seconds for j in data.statuses}, call_texts)
 
 
 def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:

@@ -1,7 +1,14 @@
 """Output validity and cost per judge, from the recorded calls and their seconds.
 
-Input: the call rows as `store.load_calls` returns them (judge, prompt_id,
-order_index, status, raw_output, parse_note, seconds, ...). One row per judge:
+Input: each judge's calls per (prompt, order) as arrays, status ("" where no call) and seconds (NaN
+where none), as the audit holds them already (`SelectionData.statuses`, `OrderedCalls.seconds`), and
+the few calls that carry text (judge, raw_output, parse_note; `store.load_call_texts`):
+`timing_table_from_arrays`. `timing_table` takes the call rows as `store.load_calls` returns them
+(TIMING_CALL_COLUMNS suffice) and reduces them to those arrays, so both give the same table. The store
+holds at most one call per (judge, prompt, order): ingest refuses a repeated (prompt, order) in a run
+and a second run under a judge's name, and a recorder skips a request key already recorded (the key is
+a function of the judge, prompt, order, its slot order and the judge's fixed instruction and manifest).
+One row per judge:
 
 - orders: K, the judge's number of presentation orders (largest order index + 1);
 - calls: recorded calls; valid: calls the strict parser accepted (status ok; the
@@ -27,12 +34,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
 # The columns of `store.load_calls` that `timing_table` reads.
 TIMING_CALL_COLUMNS = ("judge", "prompt_id", "order_index", "status", "raw_output", "parse_note", "seconds")
+# The columns of the calls that carry text, which `timing_table_from_arrays` reads (`store.load_call_texts`).
+TEXT_COLUMNS = ("judge", "raw_output", "parse_note")
 
 TIMING_COLUMNS = [
     "judge", "orders", "calls", "valid", "recovered", "failed", "not_json",
@@ -49,8 +59,24 @@ _FENCE = re.compile(r"\A```[A-Za-z]*[ \t]*\n(.*)\n[ \t]*```\Z", re.DOTALL)
 
 
 def timing_table(calls: pd.DataFrame) -> pd.DataFrame:
-    """One row per judge (sorted by name); see the module docstring for every column."""
-    rows = [_judge_row(str(judge), part) for judge, part in calls.groupby("judge", sort=True)]
+    """One row per judge (sorted by name) of the call rows as `store.load_calls` returns them, at most one
+    per (judge, prompt, order) (ValueError for a repeated one): `timing_table_from_arrays` of their arrays."""
+    statuses, seconds = _call_arrays(calls)
+    texts = calls.loc[(calls["raw_output"].notna() | calls["parse_note"].notna()).to_numpy(), list(TEXT_COLUMNS)]
+    return timing_table_from_arrays(statuses, seconds, texts)
+
+
+def timing_table_from_arrays(
+    statuses: Mapping[str, np.ndarray], seconds: Mapping[str, np.ndarray], texts: pd.DataFrame
+) -> pd.DataFrame:
+    """One row per judge of `statuses` (sorted by name); see the module docstring for every column.
+
+    statuses: judge -> (P, K) call status, "" where no call; seconds: judge -> (P, K) the call's seconds,
+    NaN where none; texts: the calls that carry text (TEXT_COLUMNS), every other call counting as JSON.
+    """
+    not_json = _not_json_counts(texts)
+    rows = [_judge_row(str(judge), statuses[judge], np.asarray(seconds[judge], dtype=float), not_json.get(judge, 0))
+            for judge in sorted(statuses)]
     return pd.DataFrame(rows, columns=TIMING_COLUMNS)
 
 
@@ -97,25 +123,45 @@ def is_not_json(raw: object, note: object) -> bool:
     return False
 
 
-def _judge_row(judge: str, part: pd.DataFrame) -> dict[str, object]:
-    status = part["status"].to_numpy()
-    seconds = part["seconds"].to_numpy(dtype=float)
-    k = int(part["order_index"].max()) + 1
-    timed = (part.dropna(subset=["seconds"]).pivot(index="prompt_id", columns="order_index", values="seconds")
-             .reindex(columns=range(k)))
-    timed = timed[timed.notna().all(axis=1)]
-    one, every = timed[0].to_numpy(dtype=float), timed.sum(axis=1).to_numpy(dtype=float)
+def _call_arrays(calls: pd.DataFrame) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(judge -> (P, K) status, "" where no call; judge -> (P, K) seconds, NaN where none) of the call rows,
+    rows the judge's prompts sorted by id, K its largest order index + 1; ValueError for a repeated
+    (judge, prompt, order)."""
+    statuses, seconds = {}, {}
+    for judge, part in calls.groupby("judge", sort=True, observed=True):
+        rows, prompts = pd.factorize(part["prompt_id"], sort=True)
+        orders = part["order_index"].to_numpy(dtype=np.int64)
+        k = int(orders.max()) + 1
+        if len(np.unique(rows * k + orders)) < len(part):
+            raise ValueError(f"timing_table: judge {judge!r} has more than one call for a (prompt, order)")
+        status = np.full((len(prompts), k), "", dtype=object)
+        status[rows, orders] = part["status"].to_numpy(dtype=object)
+        second = np.full((len(prompts), k), np.nan)
+        second[rows, orders] = part["seconds"].to_numpy(dtype=float, na_value=np.nan)
+        statuses[str(judge)], seconds[str(judge)] = status, second
+    return statuses, seconds
+
+
+def _not_json_counts(texts: pd.DataFrame) -> dict[str, int]:
+    """Judge -> how many of its text rows `is_not_json` (judges without one are left out)."""
+    flags = [is_not_json(raw, note) for raw, note in zip(texts["raw_output"], texts["parse_note"])]
+    counts = pd.Series(flags, dtype=bool).groupby(texts["judge"].astype(str).to_numpy()).sum()
+    return {str(judge): int(n) for judge, n in counts.items()}
+
+
+def _judge_row(judge: str, status: np.ndarray, seconds: np.ndarray, not_json: int) -> dict[str, object]:
+    """The judge's timing row from its (P, K) statuses and seconds and its count of not-JSON outputs."""
+    timed = seconds[~np.isnan(seconds).any(axis=1)]  # prompts timed in every order
+    one, every = timed[:, 0], timed.sum(axis=1)
     timed_seconds = seconds[~np.isnan(seconds)]
-    texts = (part["raw_output"].notna() | part["parse_note"].notna()).to_numpy()  # is_not_json is False without either
     return {
         "judge": judge,
-        "orders": k,
-        "calls": len(part),
+        "orders": status.shape[1],
+        "calls": int((status != "").sum()),
         "valid": int((status == "ok").sum()),
         "recovered": int((status == "recovered").sum()),
         "failed": int(np.isin(status, ["parse_fail", "runtime_fail"]).sum()),
-        "not_json": int(sum(is_not_json(raw, note) for raw, note in zip(part["raw_output"][texts],
-                                                                        part["parse_note"][texts]))),
+        "not_json": not_json,
         "seconds_median": float(np.median(timed_seconds)) if len(timed_seconds) else np.nan,
         "seconds_mean": float(timed_seconds.mean()) if len(timed_seconds) else np.nan,
         "timed_prompts": len(timed),

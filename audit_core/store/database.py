@@ -531,6 +531,19 @@ def load_calls(
     return frame
 
 
+def load_call_texts(con: duckdb.DuckDBPyConnection, dataset_id: str) -> pd.DataFrame:
+    """The selector calls that carry text as `load_calls(..., ok_outputs=False)` reads them: judge, raw_output
+    (NULL where status 'ok'), parse_note, only where either is not NULL, in `load_calls`' order and types.
+    A large study's accepted calls, most of them, are not read at all."""
+    table = con.sql("""
+        SELECT r.judge, CASE WHEN c.status <> 'ok' THEN c.raw_output END AS raw_output, c.parse_note
+        FROM calls c JOIN runs r USING (run_id)
+        WHERE r.dataset_id = $dataset AND r.kind = 'selector'
+          AND ((c.status <> 'ok' AND c.raw_output IS NOT NULL) OR c.parse_note IS NOT NULL)
+        ORDER BY r.judge, c.prompt_id, c.order_index""", params={"dataset": dataset_id}).to_arrow_table()
+    return pd.DataFrame({name: _compact_column(name, table.column(name)) for name in table.column_names})
+
+
 def _compact_column(name: str, column: pa.ChunkedArray) -> pd.Series:
     """One column of `load_calls`' compact read (its docstring says which type each gets)."""
     if name in _CATEGORICAL_CALL_COLUMNS:

@@ -1,15 +1,33 @@
 """Output validity and timing per judge, on built call rows and on the published JudgeActs
 main split (paper/generated/appendix_validity.tex and appendix_extras_latency.tex of GitHub
-seochan99/JudgeActs; unrounded values from results/main/status.json and review_extras.json)."""
+seochan99/JudgeActs; unrounded values from results/main/status.json and review_extras.json); the
+table from the audit's arrays and the calls with text is the calls frame's, and the audit (`run_audits`)
+reads no frame of every call."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from audit_core import Resampling, audit_selection, store
-from audit_core.selection.timing import GATE_COST_COLUMNS, TIMING_COLUMNS, gate_cost, is_not_json, timing_table
+from audit_core import Resampling, audit_selection, load_selection_data, store
+from audit_core.selection.debiased import load_ordered_calls
+from audit_core.selection.timing import (
+    GATE_COST_COLUMNS,
+    TIMING_CALL_COLUMNS,
+    TIMING_COLUMNS,
+    gate_cost,
+    is_not_json,
+    timing_table,
+    timing_table_from_arrays,
+)
+from audit_core.store import database
+from audit_core.store.database import load_call_texts
+from benchmarks.synthetic import build_synthetic_db
+from runners.audits import run_audits
+from runners.demo import build_demo
 
 STRICT = '{"choice": "A", "ranking": ["A", "B"]}'
 
@@ -154,3 +172,82 @@ def test_published_cost_of_three_orders(judgeacts) -> None:  # noqa: F811
     for judge in ("qwen", "smol"):
         for name in (f"{judge} majority", f"{judge} borda", f"{judge} agree>=3/3"):
             assert cost[name] == pytest.approx(timing[judge], rel=1e-12)
+
+
+def arrays_and_frame_timing(db, dataset: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the timing table from the arrays the audit holds and the calls with text, the one from the calls frame
+    `store.load_calls(..., ok_outputs=False)`) of `dataset` in the store at `db`."""
+    con = store.connect(db, read_only=True)
+    try:
+        data = load_selection_data(con, dataset)
+        ordered = load_ordered_calls(con, data)
+        texts = load_call_texts(con, dataset)
+        calls = store.load_calls(con, dataset, ok_outputs=False, columns=TIMING_CALL_COLUMNS)
+    finally:
+        con.close()
+    seconds = {judge: ordered[judge].seconds for judge in data.judges}
+    return timing_table_from_arrays(data.statuses, seconds, texts), timing_table(calls)
+
+
+@pytest.fixture(scope="module")
+def small_stores(tmp_path_factory) -> list[tuple[str, str]]:
+    """(db, dataset) of the built-in demo and a small synthetic study (whose one judge fails some calls)."""
+    root = tmp_path_factory.mktemp("timing")
+    build_demo(root / "demo.duckdb", n_prompts=40, progress=False)
+    build_synthetic_db(root / "syn.duckdb", n_prompts=300, n_judges=3, n_orders=3, seed=5, dataset_id="syn")
+    return [(str(root / "demo.duckdb"), "demo"), (str(root / "syn.duckdb"), "syn")]
+
+
+def test_timing_from_the_arrays_equals_the_frames_exactly(small_stores, judgeacts_db) -> None:
+    # every column, seconds' means and medians included, is bit for bit the frame's: the same seconds in the
+    # same prompt and order sequence
+    for db, dataset in [*small_stores, (judgeacts_db, "main")]:
+        from_arrays, from_frame = arrays_and_frame_timing(db, dataset)
+        pd.testing.assert_frame_equal(from_arrays, from_frame, check_exact=True)
+        assert len(from_frame) and from_frame["calls"].sum() > 0, dataset
+    assert from_arrays.set_index("judge").loc["smol", "not_json"] == 880  # the text rows count as the frame's
+
+
+def test_the_call_texts_are_the_frames_calls_with_text(judgeacts_db) -> None:
+    con = store.connect(judgeacts_db, read_only=True)
+    try:
+        texts = load_call_texts(con, "main")
+        calls = store.load_calls(con, "main", ok_outputs=False, columns=TIMING_CALL_COLUMNS)
+    finally:
+        con.close()
+    with_text = calls[(calls["raw_output"].notna() | calls["parse_note"].notna()).to_numpy()]
+    pd.testing.assert_frame_equal(texts, with_text[["judge", "raw_output", "parse_note"]].reset_index(drop=True),
+                                  check_categorical=False)
+    assert texts["raw_output"].notna().sum() < len(calls)  # the accepted outputs are not read
+
+
+def test_a_repeated_judge_prompt_order_is_refused() -> None:
+    # the store never holds one (ingest refuses a repeated prompt and order, recorders a recorded request key)
+    with pytest.raises(ValueError, match="more than one call"):
+        timing_table(pd.DataFrame([call("a", "q1", 0, "ok", STRICT, 1.0), call("a", "q1", 0, "ok", STRICT, 2.0)]))
+
+
+def test_the_audit_without_the_calls_frame_gives_the_same_tables(judgeacts_db, tmp_path, monkeypatch) -> None:
+    con = store.connect(judgeacts_db, read_only=True)
+    try:
+        data = load_selection_data(con, "main")
+        calls = store.load_calls(con, "main", ok_outputs=False, columns=TIMING_CALL_COLUMNS)
+        ordered = load_ordered_calls(con, data)
+    finally:
+        con.close()
+    settings = Resampling(20, seed=3)
+    framed = audit_selection(data, settings, calls=calls, ordered=ordered)
+    with pytest.raises(ValueError, match="ordered"):
+        audit_selection(data, settings, call_texts=calls.iloc[:0][["judge", "raw_output", "parse_note"]])
+
+    def no_frame(*args, **kwargs):
+        raise AssertionError("the audit read a frame of every call")
+
+    db = tmp_path / "ja.duckdb"  # a copy, so that the audit cache beside it starts empty
+    db.write_bytes(Path(judgeacts_db).read_bytes())
+    monkeypatch.setattr(store, "load_calls", no_frame)
+    monkeypatch.setattr(database, "load_calls", no_frame)
+    audited = run_audits(db, "main", settings).result
+    assert audited.tables().keys() == framed.tables().keys()
+    for name, table in framed.tables().items():
+        pd.testing.assert_frame_equal(audited.tables()[name], table, check_exact=True, obj=name)
