@@ -14,14 +14,24 @@ Fit: maximum of log P summed over the calls minus (ridge/2)·(Σθ² + Σβ²), 
 backtracking (Armijo) line search on the exact gradient and Hessian, until every gradient entry is
 within GRADIENT_TOLERANCE of 0 (or the objective can no longer resolve the step: `newton_maximum`).
 The Hessian is block-diagonal in the prompts' strengths (one M × M block each) bordered by the few
-slot effects, so each Newton step solves every prompt's block at once (batched numpy) and the slot
-effects through its Schur complement: no loop over prompts, and the objective is strictly convex
-(the ridge), so the steps converge from θ = β = 0. The ridge (default 0.1, a Gaussian prior of
+slot effects, so each Newton step solves the prompts' blocks (batched numpy) and the slot effects
+through its Schur complement: no loop over prompts, and the objective is strictly convex (the ridge),
+so the steps converge from θ = β = 0. The ridge (default 0.1, a Gaussian prior of
 variance 10 on each parameter, i.e. MAP) keeps the estimate finite: without it an image ranked
 above another in every order would have θ = +∞.
 It is the objective of `choix.opt_rankings` with alpha = ridge/2 when there are no slot effects.
 The pick is the image with the largest θ (ties within PL_TIE_TOLERANCE follow `ties.best_of`);
 a prompt where no order returned a pick gets NO_PICK.
+
+Memory: the stages are kept in prompt order at a byte per entry (`Stages`), and every pass over them
+takes PROMPT_CHUNK prompts at a time: the chunk's softmax weights, its part of the objective and the
+gradient, its prompts' Hessian blocks A_p (strengths) and B_p (strengths × slots), each solved at once
+against [g_p | B_p]; Σ B_pᵀ A_p⁻¹ [g_p | B_p] accumulates the Schur complement and its right-hand side,
+and the solved blocks (P × M × M floats) stay for d_θ = A_p⁻¹g_p − A_p⁻¹B_p·d_β once d_β is known. A
+pass evaluates a trial point and solves its blocks together, so a point the line search takes needs no
+second pass for its step. The fit's memory beyond the calls is thus a few P·M arrays (parameters,
+gradient, step, solved blocks) and one chunk's arrays; the chunk size changes only the order of sums
+(the tests hold a fit in chunks of 3 prompts to the one-chunk fit within 1e-10).
 
 β is estimated jointly with P·m strengths each seen in K rankings only, so with few orders its
 maximum-likelihood estimate is exaggerated (the incidental-parameter bias of fixed-effect choice
@@ -31,8 +41,8 @@ so the picks are what the policy uses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
+from collections.abc import Iterator
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -45,63 +55,33 @@ PL_TIE_TOLERANCE = 1e-6  # θ agreeing this closely are equal (the fit stops wit
 GRADIENT_TOLERANCE = 1e-9  # on every entry of the gradient; θ is then within 1e-8 of the optimum (Hessian ≥ ridge)
 ARMIJO = 1e-4  # sufficient decrease of the line search: f(x + t·d) ≤ f(x) + ARMIJO·t·∇f·d
 MAX_NEWTON_STEPS = 200
-HESSIAN_CHUNK = 1 << 18  # prompts whose stages are laid out at once in the Hessian (~150 MB with 9 stages of 4)
+PROMPT_CHUNK = 1 << 14  # prompts whose stages a pass lays out at once (~25 MB with 9 stages of 4)
 MIN_STEP = 1e-12
 VALUE_RESOLUTION = 1e-12  # relative: a predicted decrease below this is lost in the objective's rounding
 
 
+def prompt_ranges(n_prompts: int) -> Iterator[tuple[int, int]]:
+    """(lo, hi) of consecutive chunks of PROMPT_CHUNK prompts covering 0..n_prompts (one empty chunk for 0)."""
+    for lo in range(0, max(n_prompts, 1), PROMPT_CHUNK):
+        yield lo, min(lo + PROMPT_CHUNK, n_prompts)
+
+
 @dataclass(frozen=True)
 class Stages:
-    """Every choice the rankings record: in stage t the image `chosen[t]` was taken out of the images
-    `images[t, :]` (chosen first; ABSENT padding), shown in slots `slots[t, :]` (images index θ as
-    prompt · width + canonical index, for n_prompts prompts; int32 while that fits, slots int8). The index arrays the fit reads at every
-    step are computed once (cached)."""
+    """Every choice the rankings record, in prompt order: in stage t the image `images[t, 0]` was taken
+    out of the images `images[t, :]` (canonical indices within the stage's prompt, chosen first; ABSENT
+    padding), shown in slots `slots[t, :]`; prompt p's stages are the rows starts[p]:starts[p + 1]. Images
+    and slots are of `index_dtype(width)` (a byte each up to 127 images): the passes derive the θ index
+    of each entry a chunk of prompts at a time."""
 
     images: np.ndarray
     slots: np.ndarray
-    n_prompts: int
+    starts: np.ndarray
     width: int
 
-    @cached_property
-    def present(self) -> np.ndarray:
-        return self.images >= 0
-
-    @cached_property
-    def entry_images(self) -> np.ndarray:
-        """θ index of every present entry, row by row."""
-        return self.images[self.present]
-
-    @cached_property
-    def entry_slots(self) -> np.ndarray:
-        """Slot of every present entry, row by row."""
-        return self.slots[self.present]
-
-    @cached_property
-    def entry_rows(self) -> np.ndarray:
-        """Stage of every present entry."""
-        return np.nonzero(self.present)[0].astype(self.images.dtype)
-
-    @cached_property
-    def places(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """(prompt of each stage, its place among its prompt's stages, the most stages of a prompt): lays
-        the stages out as a (P, depth) grid, so sums over a prompt's stages are batched products."""
-        prompt = self.images[:, 0] // self.width
-        counts = np.bincount(prompt, minlength=self.n_prompts)
-        order = np.argsort(prompt, kind="stable")
-        place = np.empty(len(prompt), dtype=np.int64)
-        place[order] = np.arange(len(prompt)) - (np.cumsum(counts) - counts)[prompt[order]]
-        return prompt, place, int(counts.max(initial=0))
-
-    def log_weights(self, params: np.ndarray) -> np.ndarray:
-        """(T, width) the log-softmax of the utilities θ_image + β_slot over each stage's images (−∞
-        where absent); params = (θ, β_B, …) or θ alone."""
-        n_theta = self.n_prompts * self.width
-        utility = np.full(self.images.shape, -np.inf)
-        utility[self.present] = params[self.entry_images]
-        if len(params) > n_theta:
-            utility[self.present] += np.concatenate([[0.0], params[n_theta:]])[self.entry_slots]
-        utility -= utility.max(axis=1, keepdims=True)
-        return utility - np.log(np.exp(utility).sum(axis=1, keepdims=True))
+    @property
+    def n_prompts(self) -> int:
+        return len(self.starts) - 1
 
 
 @dataclass(frozen=True)
@@ -128,38 +108,46 @@ class PlackettLuceFit:
 
 
 def ranking_stages(calls: OrderedCalls) -> Stages:
-    """The choice stages of every call (module docstring): m − 1 per full ranking, 1 per pick alone."""
-    width, full, valid = calls.width, calls.full_ranking, calls.valid
+    """The choice stages of every call (module docstring): m − 1 per full ranking, 1 per pick alone; made
+    a chunk of prompts at a time."""
+    parts = [_chunk_stages(_prompt_range(calls, lo, hi)) for lo, hi in prompt_ranges(calls.n_prompts)]
+    images, slots, counts = (np.concatenate(arrays) for arrays in zip(*parts))
+    return Stages(images, slots, np.concatenate([[0], np.cumsum(counts)]), calls.width)
+
+
+def _prompt_range(calls: OrderedCalls, lo: int, hi: int) -> OrderedCalls:
+    """The calls of prompts lo..hi−1 (views: every array of `OrderedCalls` has a row per prompt)."""
+    return replace(calls, **{f.name: getattr(calls, f.name)[lo:hi] for f in fields(calls) if f.name != "judge"})
+
+
+def _chunk_stages(calls: OrderedCalls) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(images, slots, stages per prompt) of the calls' choices, in prompt order (the layout of `Stages`)."""
+    width, full = calls.width, calls.full_ranking
     slot_of = calls.slot_of
-    images, slots = [], []
+    prompts, images, slots = [], [], []
     p, k = np.nonzero(full)
     m = calls.pool_sizes[p]
     for j in range(width - 1):
         live = j < m - 1
         pj, kj = p[live], k[live]
-        ranked = calls.rankings[pj, kj]
-        remaining = np.where(np.arange(width) >= j, ranked, ABSENT)
+        remaining = np.where(np.arange(width) >= j, calls.rankings[pj, kj], ABSENT)
         remaining = np.concatenate([remaining[:, j:], remaining[:, :j]], axis=1)  # chosen first
-        images.append(_global(remaining, pj, width))
+        prompts.append(pj)
+        images.append(remaining)
         slots.append(_slots(slot_of, pj, kj, remaining))
-    p, k = np.nonzero(valid & ~full)
+    p, k = np.nonzero(calls.valid & ~full)
     pool = np.where(calls.mask[p], np.arange(width), ABSENT)
     chosen = calls.picks[p, k]
     first = _absent_last(np.concatenate([chosen[:, None], np.where(pool == chosen[:, None], ABSENT, pool)], axis=1))
     first = first[:, :width]
-    images.append(_global(first, p, width))
+    prompts.append(p)
+    images.append(first)
     slots.append(_slots(slot_of, p, k, first))
-    # in prompt order (so a range of prompts is a range of stages); compact: θ indices in 32 bits while
-    # they fit, slots as canonical indices are (`index_dtype`)
-    images, slots = np.concatenate(images), np.concatenate(slots)
-    by_prompt = np.argsort(images[:, 0] // width, kind="stable")
-    image_type = np.int32 if calls.n_prompts * width <= np.iinfo(np.int32).max else np.int64
-    return Stages(images[by_prompt].astype(image_type), slots[by_prompt].astype(index_dtype(width)),
-                  calls.n_prompts, width)
-
-
-def _global(local: np.ndarray, prompts: np.ndarray, width: int) -> np.ndarray:
-    return np.where(local >= 0, prompts[:, None] * width + local, ABSENT)
+    prompt = np.concatenate(prompts)
+    by_prompt = np.argsort(prompt, kind="stable")
+    compact = index_dtype(width)
+    return (np.concatenate(images)[by_prompt].astype(compact), np.concatenate(slots)[by_prompt].astype(compact),
+            np.bincount(prompt, minlength=calls.n_prompts))
 
 
 def _slots(slot_of: np.ndarray, prompts: np.ndarray, orders: np.ndarray, local: np.ndarray) -> np.ndarray:
@@ -172,20 +160,6 @@ def _absent_last(rows: np.ndarray) -> np.ndarray:
     return np.take_along_axis(rows, order, axis=1)
 
 
-def penalised_objective(params: np.ndarray, stages: Stages, n_theta: int, ridge: float) -> tuple[float, np.ndarray]:
-    """(−log-likelihood + (ridge/2)·‖params‖², its gradient) at params = (θ (n_theta), β_B, β_C, …)."""
-    log_weight = stages.log_weights(params)
-    value = -log_weight[:, 0].sum() + 0.5 * ridge * float(params @ params)
-    weight = np.exp(log_weight)
-    weight[:, 0] -= 1.0  # d(−log P)/du = softmax − 1[chosen]
-    entries = weight[stages.present]
-    gradient = ridge * params
-    gradient[:n_theta] += np.bincount(stages.entry_images, weights=entries, minlength=n_theta)
-    if len(params) > n_theta:
-        gradient[n_theta:] += np.bincount(stages.entry_slots, weights=entries, minlength=len(params) - n_theta + 1)[1:]
-    return value, gradient
-
-
 @dataclass(frozen=True)
 class Hessian:
     """The penalised objective's Hessian in blocks: strengths (P, M, M), one block per prompt; strengths
@@ -196,8 +170,155 @@ class Hessian:
     slots: np.ndarray
 
 
+@dataclass(frozen=True)
+class _Chunk:
+    """The stages of a range of P_c prompts at given parameters, entry j of every stage in row j (sums over
+    a stage's entries run down the first axis). index: (M, n) each entry's θ among the range's P_c·M
+    (P_c·M where ABSENT); image, slot: (M, n) its canonical index and the slot it was shown in (2M and M
+    where ABSENT); weight: (M, n) the stage's softmax weights (0 where ABSENT); row: (n,) the stage's row
+    in a (P_c, depth) layout of each prompt's stages; log_likelihood: Σ log P(chosen) over the stages."""
+
+    n_prompts: int
+    index: np.ndarray
+    image: np.ndarray
+    slot: np.ndarray
+    weight: np.ndarray
+    row: np.ndarray
+    depth: int
+    log_likelihood: float
+
+    def gradient(self) -> tuple[np.ndarray, np.ndarray]:
+        """(d(−log P)/dθ (P_c, M), d(−log P)/dβ (M,), slot A included): on each entry, Σ over the stages of
+        softmax weight − 1[chosen]."""
+        width = len(self.weight)
+        excess = self.weight.copy()
+        excess[0] -= 1.0
+        on_image = np.bincount(self.index.ravel(), excess.ravel(), minlength=self.n_prompts * width + 1)[:-1]
+        on_slot = np.bincount(self.slot.ravel(), excess.ravel(), minlength=width + 1)[:-1]
+        return on_image.reshape(self.n_prompts, width), on_slot
+
+    def hessian(self, ridge: float, n_slots: int) -> Hessian:
+        """The prompts' blocks of `penalised_hessian` (strengths with the ridge), and their part of the slot
+        block (without it). Each stage's weights laid out on its prompt's images (columns 0..M−1), its
+        slots (M..2M−1), the absent entries (2M) and 1 (2M + 1) give every prompt's Σ w ⊗ (w, v, 0, 1) in
+        one batched product."""
+        width, n_prompts, columns = len(self.weight), self.n_prompts, 2 * len(self.weight) + 2
+        grid = np.zeros((n_prompts * self.depth, columns))
+        first = self.row * columns
+        grid.ravel()[first + columns - 1] = 1.0
+        grid.ravel()[first + self.image] = self.weight
+        grid.ravel()[first + width + self.slot] = self.weight
+        stacked = grid.reshape(n_prompts, self.depth, columns)
+        outer = np.matmul(stacked[:, :, :width].transpose(0, 2, 1), stacked)
+        strengths = -outer[:, :, :width]
+        np.einsum("pii->pi", strengths)[...] += outer[:, :, -1] + ridge  # on the diagonal (a view)
+        if not n_slots:
+            return Hessian(strengths, np.zeros((n_prompts, width, 0)), np.zeros((0, 0)))
+        n_pairs = n_prompts * width * width  # (θ, slot it was shown in); the absent entries' come after
+        shown = (self.index * width + self.slot).ravel()
+        cross = np.bincount(shown, self.weight.ravel(), minlength=n_pairs + width + 1)[:n_pairs]
+        cross = cross.reshape(n_prompts, width, width) - outer[:, :, width:2 * width]
+        gram = grid.T @ grid
+        slot_block = np.diag(gram[width:2 * width, -1]) - gram[width:2 * width, width:2 * width]
+        return Hessian(strengths, cross[:, :, 1:], slot_block[1:, 1:])
+
+
+def _slot_effects(params: np.ndarray, n_theta: int, width: int) -> np.ndarray:
+    """(M,) β of params = (θ (n_theta), β_B, …), β_A = 0; all 0 when params hold θ alone."""
+    return np.concatenate([[0.0], params[n_theta:]]) if len(params) > n_theta else np.zeros(width)
+
+
+def _chunk_at(theta: np.ndarray, beta: np.ndarray, stages: Stages, lo: int, hi: int) -> _Chunk:
+    """The stages of prompts lo..hi−1 at strengths theta (P, M) and slot effects beta (M,): the softmax of
+    the utilities θ_image + β_slot over each stage's images."""
+    width, n_prompts = stages.width, hi - lo
+    starts = stages.starts[lo:hi + 1]
+    counts = np.diff(starts)
+    prompt = np.repeat(np.arange(n_prompts), counts)
+    depth = int(counts.max(initial=0))
+    row = prompt * depth + np.arange(len(prompt)) - (starts[:-1] - starts[0])[prompt]
+    image = np.ascontiguousarray(stages.images[starts[0]:starts[-1]].T, dtype=np.intp)
+    slot = np.ascontiguousarray(stages.slots[starts[0]:starts[-1]].T, dtype=np.intp)
+    absent = image < 0
+    index = np.where(absent, n_prompts * width, prompt * width + image)
+    image[absent], slot[absent] = 2 * width, width
+    utility = np.take(np.append(theta[lo:hi], -np.inf), index) + np.take(np.append(beta, 0.0), slot)
+    utility -= utility.max(axis=0)
+    weight = np.exp(utility)
+    total = weight.sum(axis=0)
+    weight /= total
+    return _Chunk(n_prompts, index, image, slot, weight, row, depth, float(utility[0].sum() - np.log(total).sum()))
+
+
+@dataclass(frozen=True)
+class _Evaluation:
+    """The penalised objective's value and gradient at some params and, when the pass solved each prompt's
+    block (`_evaluate`), the slot effects' side of the Newton system: slot_block the Hessian's (S, S) slot
+    block, coupling Σ_p Bₚᵀ [Aₚ⁻¹gₚ | Aₚ⁻¹Bₚ] (S, 1 + S)."""
+
+    value: float
+    gradient: np.ndarray
+    slot_block: np.ndarray
+    coupling: np.ndarray
+
+    def direction(self, solved: np.ndarray) -> np.ndarray:
+        """The Newton step from here, given the pass's solved blocks (`_direction`)."""
+        return _direction(solved, self.slot_block, self.coupling, self.gradient)
+
+
+def _evaluate(params: np.ndarray, stages: Stages, n_theta: int, ridge: float,
+              solved: np.ndarray | None = None) -> _Evaluation:
+    """The penalised objective and its gradient at params, a chunk of prompts at a time; given `solved`
+    ((P, M, 1 + S)), also each prompt's Hessian block solved against its gradient and cross block into it,
+    and the slot effects' side of the Newton system (`_Evaluation`)."""
+    width, n_slots = stages.width, len(params) - n_theta
+    value, gradient = 0.5 * ridge * float(params @ params), ridge * params
+    theta, beta = params[:n_theta].reshape(-1, width), _slot_effects(params, n_theta, width)
+    g_theta = gradient[:n_theta].reshape(-1, width)
+    slot_block, coupling = ridge * np.eye(n_slots), np.zeros((n_slots, 1 + n_slots))
+    for lo, hi in prompt_ranges(stages.n_prompts):
+        chunk = _chunk_at(theta, beta, stages, lo, hi)
+        value -= chunk.log_likelihood
+        on_image, on_slot = chunk.gradient()
+        g_theta[lo:hi] += on_image
+        gradient[n_theta:] += on_slot[1:n_slots + 1]
+        if solved is not None:
+            blocks = chunk.hessian(ridge, n_slots)
+            solved[lo:hi] = _solved_blocks(blocks, g_theta[lo:hi])
+            coupling += _coupling(blocks.cross, solved[lo:hi])
+            slot_block += blocks.slots
+    return _Evaluation(value, gradient, slot_block, coupling)
+
+
+def _direction(solved: np.ndarray, slot_block: np.ndarray, coupling: np.ndarray, gradient: np.ndarray) -> np.ndarray:
+    """−H⁻¹·gradient from the prompts' solved blocks (P, M, 1 + S) [Aₚ⁻¹gₚ | Aₚ⁻¹Bₚ] and their coupling
+    Σ Bₚᵀ[Aₚ⁻¹gₚ | Aₚ⁻¹Bₚ]: d_β from the Schur complement, (S − Σ BᵀA⁻¹B) d_β = g_β − Σ BᵀA⁻¹g, then each
+    prompt's d_θ = A⁻¹g − A⁻¹B d_β."""
+    n_theta = solved.shape[0] * solved.shape[1]
+    d_beta = np.linalg.solve(slot_block - coupling[:, 1:], gradient[n_theta:] - coupling[:, 0])
+    return -np.concatenate([(solved[:, :, 0] - solved[:, :, 1:] @ d_beta).ravel(), d_beta])
+
+
+def _solved_blocks(blocks: Hessian, g_theta: np.ndarray) -> np.ndarray:
+    """(P, M, 1 + S) each prompt's [Aₚ⁻¹gₚ | Aₚ⁻¹Bₚ] (A: strengths block, B: cross block, g: its gradient)."""
+    return np.linalg.solve(blocks.strengths, np.concatenate([g_theta[:, :, None], blocks.cross], axis=2))
+
+
+def _coupling(cross: np.ndarray, solved: np.ndarray) -> np.ndarray:
+    """(S, 1 + S) Σ_p Bₚᵀ [Aₚ⁻¹gₚ | Aₚ⁻¹Bₚ]."""
+    rows = cross.shape[0] * cross.shape[1]
+    return cross.reshape(rows, cross.shape[2]).T @ solved.reshape(rows, solved.shape[2])
+
+
+def penalised_objective(params: np.ndarray, stages: Stages, n_theta: int, ridge: float) -> tuple[float, np.ndarray]:
+    """(−log-likelihood + (ridge/2)·‖params‖², its gradient) at params = (θ (n_theta), β_B, β_C, …)."""
+    evaluation = _evaluate(params, stages, n_theta, ridge)
+    return evaluation.value, evaluation.gradient
+
+
 def penalised_hessian(params: np.ndarray, stages: Stages, n_prompts: int, width: int, ridge: float) -> Hessian:
-    """The Hessian of `penalised_objective` at params = (θ (P·M), β_B, …).
+    """The Hessian of `penalised_objective` at params = (θ (P·M), β_B, …), for the whole study at once (the
+    fit solves it a chunk of prompts at a time: `newton_maximum`).
 
     In stage t with softmax weights w over its images (w_c on image c, v_s = the weight on slot s), −log P
     has the Hessian diag(w) − w wᵀ in the utilities u = θ_image + β_slot: so the strengths' block of a
@@ -205,46 +326,19 @@ def penalised_hessian(params: np.ndarray, stages: Stages, n_prompts: int, width:
     slot block diag(v) − v vᵀ over every stage; the ridge adds ridge·I.
     """
     n_theta, n_slots = n_prompts * width, len(params) - n_prompts * width
-    weight = np.exp(stages.log_weights(params))
-    w, image, slot = weight[stages.present], stages.entry_images % width, stages.entry_slots.astype(np.int32)
-    prompt, place, depth = stages.places
-    outer = np.empty((n_prompts, width, 2 * width))  # Σ over the prompt's stages of w ⊗ (w, v)
-    slot_total, slot_outer = np.zeros(width), np.zeros((width, width))  # Σ v and Σ v vᵀ over every stage
-    for lo in range(0, n_prompts, HESSIAN_CHUNK):  # the stages are in prompt order: a chunk is a range of them
-        first, last = np.searchsorted(prompt, [lo, lo + HESSIAN_CHUNK])
-        begin, end = np.searchsorted(stages.entry_rows, [first, last])
-        rows = stages.entry_rows[begin:end]
-        grid = np.zeros((min(HESSIAN_CHUNK, n_prompts - lo), depth, 2 * width))  # w on each image, then each slot
-        grid[prompt[rows] - lo, place[rows], image[begin:end]] = w[begin:end]
-        grid[prompt[rows] - lo, place[rows], width + slot[begin:end]] = w[begin:end]
-        outer[lo:lo + len(grid)] = np.matmul(grid[:, :, :width].transpose(0, 2, 1), grid)
-        on_slot = grid[:, :, width:].reshape(-1, width)
-        slot_total += on_slot.sum(axis=0)
-        slot_outer += on_slot.T @ on_slot
-    strengths = -outer[:, :, :width]
-    strengths[:, np.arange(width), np.arange(width)] += (
-        np.bincount(stages.entry_images, w, minlength=n_theta).reshape(n_prompts, width) + ridge)
-    if not n_slots:
-        return Hessian(strengths, np.zeros((n_prompts, width, 0)), np.zeros((0, 0)))
-    cross = np.bincount(stages.entry_images.astype(np.int64) * width + slot, w, minlength=n_theta * width).reshape(
-        n_prompts, width, width) - outer[:, :, width:]
-    slot_block = np.diag(slot_total) - slot_outer
-    return Hessian(strengths, cross[:, :, 1:], slot_block[1:, 1:] + ridge * np.eye(n_slots))
+    theta, beta = params[:n_theta].reshape(n_prompts, width), _slot_effects(params, n_theta, width)
+    blocks = [_chunk_at(theta, beta, stages, lo, hi).hessian(ridge, n_slots) for lo, hi in prompt_ranges(n_prompts)]
+    return Hessian(np.concatenate([b.strengths for b in blocks]), np.concatenate([b.cross for b in blocks]),
+                   sum(b.slots for b in blocks) + ridge * np.eye(n_slots))
 
 
 def newton_direction(hessian: Hessian, gradient: np.ndarray) -> np.ndarray:
     """−H⁻¹·gradient: every prompt's strengths block solved at once, the slot effects through the
     Schur complement S − Σ_p Bₚᵀ Aₚ⁻¹ Bₚ (A: the strengths blocks, B: the cross blocks, S: the slot
     block)."""
-    n_prompts, width, n_slots = hessian.cross.shape
-    g_theta = gradient[: n_prompts * width].reshape(n_prompts, width)
-    solved = np.linalg.solve(hessian.strengths, np.concatenate([g_theta[:, :, None], hessian.cross], axis=2))
-    d_theta = solved[:, :, 0]
-    if not n_slots:
-        return -d_theta.ravel()
-    schur = hessian.slots - np.einsum("pcs,pcr->sr", hessian.cross, solved[:, :, 1:])
-    d_beta = np.linalg.solve(schur, gradient[n_prompts * width:] - np.einsum("pcs,pc->s", hessian.cross, d_theta))
-    return -np.concatenate([(d_theta - solved[:, :, 1:] @ d_beta).ravel(), d_beta])
+    n_prompts, width, _ = hessian.cross.shape
+    solved = _solved_blocks(hessian, gradient[: n_prompts * width].reshape(n_prompts, width))
+    return _direction(solved, hessian.slots, _coupling(hessian.cross, solved), gradient)
 
 
 def newton_maximum(stages: Stages, n_prompts: int, width: int, n_slots: int, ridge: float
@@ -253,27 +347,31 @@ def newton_maximum(stages: Stages, n_prompts: int, width: int, n_slots: int, rid
     backtracking line search (module docstring). Converged when max |gradient| ≤ GRADIENT_TOLERANCE, or
     when the step's predicted decrease −∇f·d falls below VALUE_RESOLUTION·|f| (the objective, a sum over
     every stage, cannot resolve it, so no line search can judge the step: the full Newton step is taken,
-    which near the optimum squares the error, and the fit stops)."""
+    which near the optimum squares the error, and the fit stops). Each pass over the stages evaluates the
+    objective at a trial point and solves its prompts' Newton blocks, which serve if the point is taken."""
     n_theta = n_prompts * width
     params = np.zeros(n_theta + n_slots)
-    value, gradient = penalised_objective(params, stages, n_theta, ridge)
+    solved = np.empty((n_prompts, width, 1 + n_slots))
+    at = _evaluate(params, stages, n_theta, ridge, solved)
     for _ in range(MAX_NEWTON_STEPS):
-        if np.abs(gradient).max(initial=0.0) <= GRADIENT_TOLERANCE:
-            return params, value, True
-        direction = newton_direction(penalised_hessian(params, stages, n_prompts, width, ridge), gradient)
-        slope, step = float(gradient @ direction), 1.0
+        if np.abs(at.gradient).max(initial=0.0) <= GRADIENT_TOLERANCE:
+            return params, at.value, True
+        direction = at.direction(solved)
+        value, slope, step = at.value, float(at.gradient @ direction), 1.0
+        del at  # frees its gradient for the trials' (the step is known)
         if -slope <= VALUE_RESOLUTION * max(1.0, abs(value)):
             params = params + direction
-            return params, penalised_objective(params, stages, n_theta, ridge)[0], True
+            return params, _evaluate(params, stages, n_theta, ridge).value, True
         while True:
-            trial_value, trial_gradient = penalised_objective(params + step * direction, stages, n_theta, ridge)
-            if trial_value <= value + ARMIJO * step * slope:
+            trial = params + step * direction
+            at = _evaluate(trial, stages, n_theta, ridge, solved)
+            if at.value <= value + ARMIJO * step * slope:
                 break
             step /= 2
             if step < MIN_STEP:
                 return params, value, False
-        params, value, gradient = params + step * direction, trial_value, trial_gradient
-    return params, value, bool(np.abs(gradient).max(initial=0.0) <= GRADIENT_TOLERANCE)
+        params = trial
+    return params, at.value, bool(np.abs(at.gradient).max(initial=0.0) <= GRADIENT_TOLERANCE)
 
 
 def plackett_luce_fit(calls: OrderedCalls, ridge: float = DEFAULT_RIDGE, slot_effects: bool = True) -> PlackettLuceFit:
@@ -288,7 +386,8 @@ def plackett_luce_fit(calls: OrderedCalls, ridge: float = DEFAULT_RIDGE, slot_ef
     theta = params[:n_theta].reshape(n_prompts, width)
     beta = np.concatenate([[0.0], params[n_theta:]]) if slot_effects else np.zeros(width)
     acted = calls.valid.any(axis=1)
-    full = calls.full_ranking.all(axis=1)
+    full = np.concatenate([_prompt_range(calls, lo, hi).full_ranking.all(axis=1)
+                           for lo, hi in prompt_ranges(n_prompts)])
     eligible = calls.mask & acted[:, None]
     penalty = 0.5 * ridge * float(params @ params)
     return PlackettLuceFit(

@@ -39,6 +39,7 @@ from audit_core.selection.debiased import (
     seconds_per_prompt,
     slot_prior,
 )
+from audit_core.selection.debiased.calls import ABSENT
 from audit_core.selection.debiased.plackett_luce import (
     newton_direction,
     penalised_hessian,
@@ -297,20 +298,42 @@ def test_plackett_luce_hessian_is_the_derivative_of_its_gradient_and_the_step_so
     assert np.allclose(step, -np.linalg.solve(dense, gradient), rtol=0, atol=1e-10)  # the Schur complement is exact
 
 
-def test_plackett_luce_hessian_laid_out_a_few_prompts_at_a_time_is_the_same(monkeypatch):
-    """HESSIAN_CHUNK bounds the memory of a large study's Newton step; chunks of 3 prompts (uneven, with
-    pools of 3 and 4) give the same blocks and the same fit as one chunk."""
+def mixed_rankings():
+    """Simulated rankings (pools of 3 and 4) where some orders gave a pick without a ranking and some none,
+    and one prompt has no pick at all: stages of 1 to 3 per order, prompts of unequal depth."""
     calls, _ = simulated_rankings(40, [3, 4], 3, np.array([0.0, -0.5, -1.0, -0.2]), seed=12)
-    stages = ranking_stages(calls)
+    rankings, picks = calls.rankings.copy(), calls.picks.copy()
+    rankings[::3, 1] = ABSENT  # a pick alone
+    picks[::7, 2] = NO_PICK
+    rankings[::7, 2] = ABSENT
+    picks[5], rankings[5] = NO_PICK, ABSENT
+    return dataclasses.replace(calls, rankings=rankings, picks=picks)
+
+
+def test_plackett_luce_fitted_a_few_prompts_at_a_time_is_the_same(monkeypatch):
+    """PROMPT_CHUNK bounds the memory of every pass over a large study; chunks of 3 prompts (uneven, with
+    pools of 3 and 4 and prompts of unequal depth) give the same stages, Hessian blocks and fit as one
+    chunk: sums of the same terms in another grouping, so rounding only."""
+    calls = mixed_rankings()
     x = np.random.default_rng(3).normal(size=calls.n_prompts * calls.width + 3)
+    stages = ranking_stages(calls)
     whole = penalised_hessian(x, stages, calls.n_prompts, calls.width, 0.1)
-    one_chunk = plackett_luce_fit(calls)
-    monkeypatch.setattr(plackett_luce, "HESSIAN_CHUNK", 3)
+    fits = {effects: plackett_luce_fit(calls, slot_effects=effects) for effects in (True, False)}
+    monkeypatch.setattr(plackett_luce, "PROMPT_CHUNK", 3)
+    chunked_stages = ranking_stages(calls)
+    for name in ("images", "slots", "starts"):
+        assert np.array_equal(getattr(chunked_stages, name), getattr(stages, name)), name
     chunked = penalised_hessian(x, stages, calls.n_prompts, calls.width, 0.1)
-    for name in ("strengths", "cross", "slots"):  # sums of the same terms in another grouping: rounding only
+    for name in ("strengths", "cross", "slots"):
         assert np.allclose(getattr(chunked, name), getattr(whole, name), rtol=0, atol=1e-12), name
-    fit = plackett_luce_fit(calls)
-    assert np.array_equal(fit.pick, one_chunk.pick) and np.allclose(fit.beta, one_chunk.beta, rtol=0, atol=1e-9)
+    for effects, one_chunk in fits.items():
+        fit = plackett_luce_fit(calls, slot_effects=effects)
+        assert fit.converged and fit.counts() == one_chunk.counts() and fit.counts()["abstained"] == 1
+        assert np.array_equal(fit.pick, one_chunk.pick)
+        assert np.nanmax(np.abs(fit.theta - one_chunk.theta)) < 1e-10
+        assert np.array_equal(np.isnan(fit.theta), np.isnan(one_chunk.theta))
+        assert np.abs(fit.beta - one_chunk.beta).max() < 1e-10
+        assert fit.log_likelihood == pytest.approx(one_chunk.log_likelihood, rel=1e-12)
 
 
 def test_plackett_luce_with_slot_effects_agrees_with_an_independent_optimiser():
