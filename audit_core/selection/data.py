@@ -14,12 +14,14 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from numpy.dtypes import StringDType
 
 from audit_core import store
 from audit_core.store.schema import DEFAULT_POOL
 
 NO_PICK = -1  # the call ran but returned no valid pick (parse or runtime failure)
 NO_CALL = -2  # no call recorded for this (prompt, order)
+STRING_CHUNK = 1 << 20  # candidate ids converted from Arrow at once
 
 
 def index_dtype(width: int) -> np.dtype:
@@ -46,7 +48,9 @@ class SelectionData:
 
     prompts: frame with rows aligned to axis 0 (prompt_id, prompt, country,
       category, split, m).
-    candidate_ids, source_models: (P, M) object arrays, "" in padding.
+    candidate_ids: (P, M) ids (numpy `StringDType`: a short id is held in the array itself, not as a
+      Python object), "" in padding.
+    source_models: (P, M) object array of generator names (one string per distinct name), "" in padding.
     mask: (P, M) bool, True where a candidate exists.
     outcomes: outcome name -> (P, M) float ratings, NaN where absent or unrated.
     picks: judge -> (P, K) canonical index of the pick, NO_PICK or NO_CALL (`index_dtype(M)`).
@@ -103,8 +107,8 @@ def load_selection_data(con: duckdb.DuckDBPyConnection, dataset_id: str, pool: s
 
     Every long table reaches Python as numeric columns (a prompt's row, a candidate's column, a value
     or a code), one query per array, so that a study of millions of calls never passes through a frame
-    with a string per call; the strings kept (candidate ids, generators, statuses) are one object per
-    candidate or one per distinct value.
+    with a string per call; the strings kept are the candidate ids (in a `StringDType` array) and one
+    object per distinct generator or status.
     """
     prompts = store.load_prompts(con, dataset_id)
     if prompts.empty:
@@ -115,10 +119,12 @@ def load_selection_data(con: duckdb.DuckDBPyConnection, dataset_id: str, pool: s
         FROM candidates c JOIN {_ROWS} p USING (prompt_id) WHERE c.dataset_id = ?""", [dataset_id, dataset_id])
     rows, cols = _ints(cands["row"]), _ints(cands["col"])
     width = int(cols.max()) + 1
-    candidate_ids = np.full((n, width), "", dtype=object)
+    candidate_ids = np.full((n, width), "", dtype=StringDType())
     source_models = np.full((n, width), "", dtype=object)
     mask = np.zeros((n, width), dtype=bool)
-    candidate_ids[rows, cols] = cands["candidate_id"].to_numpy(zero_copy_only=False)
+    for lo in range(0, len(rows), STRING_CHUNK):  # a Python string per id for a chunk only
+        part = slice(lo, lo + STRING_CHUNK)
+        candidate_ids[rows[part], cols[part]] = cands["candidate_id"][part].to_numpy(zero_copy_only=False)
     source_models[rows, cols] = _shared_strings(cands["source_model"])
     mask[rows, cols] = True
     del cands
@@ -183,7 +189,7 @@ def load_selection_data(con: duckdb.DuckDBPyConnection, dataset_id: str, pool: s
         WHERE v.dataset_id = ? AND v.outcome = 'alignment' AND v.pool = ?
         ORDER BY c.prompt_id, c.canonical_index, v.annotator""", [dataset_id, dataset_id, pool])
 
-    return SelectionData(
+    loaded = SelectionData(
         dataset_id=dataset_id,
         prompts=prompts,
         candidate_ids=candidate_ids,
@@ -196,10 +202,19 @@ def load_selection_data(con: duckdb.DuckDBPyConnection, dataset_id: str, pool: s
         scores=scores,
         vote_variance=cell_variances(_ints(votes["cell"]), votes["value"].to_numpy().astype(float), (n, width)),
     )
+    del votes
+    release_arrow_memory()
+    return loaded
 
 
 # Each prompt's row: its place in prompt-id order, as `store.load_prompts` sorts them (one bound parameter).
 _ROWS = "(SELECT prompt_id, row_number() OVER (ORDER BY prompt_id) - 1 AS row FROM prompts WHERE dataset_id = ?)"
+
+
+def release_arrow_memory() -> None:
+    """Return to the system the memory Arrow's allocator kept from freed query results (it keeps freed
+    pages for reuse: about 0.25 GiB after loading a million prompts' arrays)."""
+    pa.default_memory_pool().release_unused()
 
 
 def _arrow(con: duckdb.DuckDBPyConnection, sql: str, params: list[object]) -> pa.Table:
@@ -229,7 +244,10 @@ def _cell_matrix(con: duckdb.DuckDBPyConnection, sql: str, params: list[object],
 
 def cell_variances(cells: np.ndarray, values: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """Population variance of the votes of each cell (flat index into `shape`), computed as
-    numpy's var does (mean of squared deviations from the mean); NaN below two votes."""
+    numpy's var does (mean of squared deviations from the mean); NaN below two votes (read-only, one NaN
+    broadcast to `shape`, when there are no votes at all: a large study rarely records each vote)."""
+    if len(cells) == 0:
+        return np.broadcast_to(np.nan, shape)
     size = shape[0] * shape[1]
     count = np.bincount(cells, minlength=size)
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -63,6 +63,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from numpy.dtypes import StringDType
 
 from audit_core.ingest.culturalframes import file_stem
 from audit_core.stats.resampling import Resampling
@@ -303,8 +304,14 @@ def _decode(entry: int, spec: Any, annotation: Any = None) -> Any:
     if kind == "array":
         return np.load(io.BytesIO(_file_bytes(entry, spec)), allow_pickle=False)
     if kind == "strings" and isinstance(spec.get("shape"), list):
-        values = pq.read_table(pa.BufferReader(_file_bytes(entry, spec))).column("value").to_numpy(zero_copy_only=False)
-        return np.asarray(values, dtype=object).reshape(spec["shape"])
+        column = pq.read_table(pa.BufferReader(_file_bytes(entry, spec))).column("value")
+        if spec.get("compact") is not True:
+            return np.asarray(column.to_numpy(zero_copy_only=False), dtype=object).reshape(spec["shape"])
+        values, start = np.empty(len(column), dtype=StringDType()), 0
+        for chunk in column.chunks:  # a Python string per value for one chunk at a time
+            values[start:start + len(chunk)] = chunk.to_numpy(zero_copy_only=False)
+            start += len(chunk)
+        return values.reshape(spec["shape"])
     if kind == "mapping" and isinstance(spec.get("items"), dict):
         return {str(k): _decode(entry, v) for k, v in spec["items"].items()}
     if kind == "none":
@@ -320,8 +327,8 @@ def _decode(entry: int, spec: Any, annotation: Any = None) -> Any:
 
 def _encode(value: Any, staging: int, counter: list[int]) -> dict[str, Any]:
     """A manifest spec for `value`, writing its file into the open folder `staging`: frames as
-    Parquet, numeric arrays as .npy (never pickled), string arrays as one Parquet column, dicts of
-    arrays entry by entry, frozen dataclasses (resampling settings, a verdict rule…) field by field
+    Parquet, numeric arrays as .npy (never pickled), string arrays (object or `StringDType`, read back as
+    they were) as one Parquet column, dicts of arrays entry by entry, frozen dataclasses (resampling settings, a verdict rule…) field by field
     with their class's name; None, tuples and anything else JSON holds inline (TypeError for the rest)."""
     def file(ext: str, data: bytes) -> dict[str, Any]:
         counter[0] += 1
@@ -334,11 +341,12 @@ def _encode(value: Any, staging: int, counter: list[int]) -> dict[str, Any]:
         value.to_parquet(buffer)
         return {"type": "frame", **file("parquet", buffer.getvalue())}
     if isinstance(value, np.ndarray):
-        if value.dtype == object:
-            if not all(isinstance(v, str) for v in value.flat):
+        if value.dtype == object or isinstance(value.dtype, StringDType):
+            if value.dtype == object and not all(isinstance(v, str) for v in value.flat):
                 raise TypeError("an object array holding other than strings")
             pq.write_table(pa.table({"value": pa.array(value.ravel(), type=pa.string())}), buffer)
-            return {"type": "strings", "shape": list(value.shape), **file("parquet", buffer.getvalue())}
+            return {"type": "strings", "shape": list(value.shape), "compact": value.dtype != object,
+                    **file("parquet", buffer.getvalue())}
         np.save(buffer, value, allow_pickle=False)
         return {"type": "array", **file("npy", buffer.getvalue())}
     if isinstance(value, dict) and value and all(isinstance(v, np.ndarray) for v in value.values()):

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from audit_core.errors import InputError
-from audit_core.selection.data import SelectionData, index_dtype
+from audit_core.selection.data import SelectionData, index_dtype, release_arrow_memory
 from audit_core.selection.debiased.ties import tie_order
 from audit_core.store.database import has_column
 
@@ -158,6 +158,7 @@ def load_ordered_calls(
             SELECT p.row, c.order_index, c.prompt_id, {probs}
             FROM {calls} c JOIN {rows} p USING (prompt_id) WHERE {probs} IS NOT NULL""", params).fetchall()
         loaded[judge] = _ordered(data, judge, shown, ranked, timed, recorded, ties)
+    release_arrow_memory()
     return loaded
 
 

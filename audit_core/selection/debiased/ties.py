@@ -10,20 +10,28 @@ No rating enters the rule.
 from __future__ import annotations
 
 import numpy as np
+from numpy.dtypes import StringDType
 
-from audit_core.selection.data import NO_PICK
+from audit_core.selection.data import NO_PICK, index_dtype
 from audit_core.stats.id_hash import id_hashes
 
 TIE_TOLERANCE = 1e-9
+TIE_CHUNK = 1 << 16  # prompts whose tie keys are hashed at once
 
 
 def tie_order(prompt_ids: np.ndarray, candidate_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """(P, M) rank of each candidate in its pool's tie order (0 wins a tie); −1 in padding."""
-    keys = id_hashes(np.char.add(np.char.add(np.asarray(prompt_ids, dtype=str)[:, None], "/"),
-                                 np.asarray(candidate_ids, dtype=str)), "tie")
-    keys = np.where(mask, keys, np.iinfo(np.uint64).max)
-    rank = np.argsort(np.argsort(keys, axis=1, kind="stable"), axis=1, kind="stable")
-    return np.where(mask, rank, -1)
+    """(P, M) rank of each candidate in its pool's tie order (0 wins a tie); −1 in padding; of type
+    `data.index_dtype(M)`. The "<prompt id>/<candidate id>" texts are made TIE_CHUNK prompts at a time,
+    so a study of millions of prompts never holds them all."""
+    order = np.full(np.shape(mask), -1, dtype=index_dtype(np.shape(mask)[1]))
+    prompts = np.asarray(prompt_ids, dtype=StringDType())
+    for lo in range(0, len(order), TIE_CHUNK):
+        rows = slice(lo, lo + TIE_CHUNK)
+        texts = np.char.add(np.char.add(prompts[rows, None], "/"), np.asarray(candidate_ids[rows], dtype=StringDType()))
+        keys = np.where(mask[rows], id_hashes(texts, "tie"), np.iinfo(np.uint64).max)
+        rank = np.argsort(np.argsort(keys, axis=1, kind="stable"), axis=1, kind="stable")
+        order[rows] = np.where(mask[rows], rank, -1)
+    return order
 
 
 def best_of(scores: np.ndarray, eligible: np.ndarray, order: np.ndarray,
@@ -35,6 +43,7 @@ def best_of(scores: np.ndarray, eligible: np.ndarray, order: np.ndarray,
     top = filled.max(axis=1, initial=-np.inf)
     with np.errstate(invalid="ignore"):
         tied = eligible & (filled >= top[:, None] - tolerance * np.maximum(1.0, np.abs(top[:, None])))
-    ranked = np.where(tied, order, np.iinfo(np.int64).max)
+    order = np.asarray(order)
+    ranked = np.where(tied, order, np.iinfo(order.dtype).max)  # above every rank of a pool
     pick = ranked.argmin(axis=1)
     return np.where(np.isfinite(top) & eligible.any(axis=1), pick, NO_PICK)

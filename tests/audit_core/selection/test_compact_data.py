@@ -1,0 +1,67 @@
+"""What keeps a loaded study small: candidate ids in a `StringDType` array, the tie order hashed in chunks
+and kept as int8, no vote-variance array when there are no votes; each equal to the plain computation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numpy.dtypes import StringDType
+
+from audit_core import store
+from audit_core.selection.data import cell_variances, load_selection_data
+from audit_core.selection.debiased import ties
+from audit_core.stats.id_hash import id_hash
+
+ID_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=24)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(ID_TEXT, st.lists(ID_TEXT, min_size=1, max_size=5, unique=True)), min_size=1, max_size=7),
+       st.integers(1, 4))
+def test_the_tie_order_in_chunks_is_the_rank_of_each_ids_hash(pools, chunk) -> None:
+    width = max(len(c) for _, c in pools)
+    prompt_ids = np.array([p for p, _ in pools], dtype=object)
+    candidates = np.array([c + [""] * (width - len(c)) for _, c in pools], dtype=object)
+    mask = np.array([[i < len(c) for i in range(width)] for _, c in pools])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ties, "TIE_CHUNK", chunk)
+        order = ties.tie_order(prompt_ids, candidates, mask)
+    assert order.dtype == np.int8
+    for row, (prompt, pool) in enumerate(pools):
+        keys = [id_hash(f"{prompt}/{c}", "tie") for c in pool]
+        assert order[row, :len(pool)].tolist() == np.argsort(np.argsort(keys, kind="stable"), kind="stable").tolist()
+        assert (order[row, len(pool):] == -1).all()
+    # the same order from ids held as StringDType, as `load_selection_data` holds them
+    assert np.array_equal(ties.tie_order(prompt_ids, candidates.astype(StringDType()), mask), order)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 5)), max_size=40))
+def test_vote_variances_are_numpys_population_variance_per_cell(votes) -> None:
+    cells = np.array([c for c, _ in votes], dtype=np.int64)
+    values = np.array([v for _, v in votes], dtype=float)
+    variance = cell_variances(cells, values, (2, 3))
+    for cell in range(6):
+        mine = values[cells == cell]
+        expected = np.var(mine) if len(mine) >= 2 else np.nan
+        np.testing.assert_allclose(variance.ravel()[cell], expected, rtol=1e-12, atol=1e-12, equal_nan=True)
+    if not votes:  # nothing recorded: one NaN seen six times, no array of them
+        assert variance.strides == (0, 0) and not variance.flags.writeable
+
+
+def test_the_loaded_ids_are_compact_and_equal_the_stores(judgeacts_db) -> None:
+    con = store.connect(judgeacts_db, read_only=True)
+    try:
+        data = load_selection_data(con, "main")
+        rows = con.execute("SELECT prompt_id, canonical_index, candidate_id FROM candidates WHERE dataset_id = 'main'"
+                           ).fetchall()
+    finally:
+        con.close()
+    assert isinstance(data.candidate_ids.dtype, StringDType)
+    row_of = {p: i for i, p in enumerate(data.prompts["prompt_id"])}
+    assert sorted((data.prompts["prompt_id"][r], c, str(data.candidate_ids[r, c]))
+                  for r, c in zip(*np.nonzero(data.mask))) == sorted(rows)
+    assert all(data.candidate_ids[row_of[p], c] == cid for p, c, cid in rows)
+    assert (data.candidate_ids[~data.mask] == "").all()
