@@ -45,7 +45,6 @@ from audit_core.selection.debiased import load_ordered_calls
 from audit_core.selection.outcomes import prompt_outcomes
 from audit_core.selection.policies import PolicyPicks, valid_picks
 from audit_core.store import audit_cache
-from audit_core.store.database import load_call_texts
 from audit_core.store.schema import DEFAULT_POOL
 from audit_core.user_text import excerpt, visible
 
@@ -297,7 +296,7 @@ def _audit(db_path: str, stamp: float, dataset_id: str, pool: str, resamples: in
     data = _audit_data(db_path, stamp, dataset_id, pool)
     with store_lock.reading(db_path) as con:  # the calls as `runners.audits` reads them: slot orders, rankings
         ordered = load_ordered_calls(con, data)  # and seconds as arrays made in DuckDB, and the calls with text
-        texts = load_call_texts(con, dataset_id)
+        texts = store.load_call_texts(con, dataset_id)
     result = audit_selection(data, settings, ordered=ordered, call_texts=texts)
     audit_cache.store(db_path, key, result)
     return result

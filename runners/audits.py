@@ -42,7 +42,6 @@ from audit_core.selection.debiased.specs import with_debiased
 from audit_core.selection.partials import Reducer, local_partials
 from audit_core.selection.policies import picks_of, policy_specs
 from audit_core.store import audit_cache
-from audit_core.store.database import load_call_texts
 from audit_core.store.schema import DEFAULT_POOL
 
 
@@ -96,7 +95,7 @@ def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAU
         # the calls as the audit reads them: every judge's slot orders, rankings and seconds as arrays made in
         # DuckDB, and only the calls that carry text (timing's not-JSON count); never a frame of a row per call
         ordered = load_ordered_calls(con, data) if data is not None else {}
-        texts = load_call_texts(con, dataset) if data is not None else None
+        texts = store.load_call_texts(con, dataset) if data is not None else None
         runs = store.load_runs(con, dataset)
         paths = load_image_paths(con, dataset) if image_paths else {}
         content = audit_cache.dataset_fingerprint(con, dataset)

@@ -65,7 +65,7 @@ from audit_core.store.schema import ERROR_OUTCOMES
 # The selector calls' columns the audit reads (`store.load_calls(..., columns=CALL_COLUMNS)`): never the
 # accepted calls' raw outputs, request keys or timestamps, which are most of a large study's calls. Given the
 # judges' ordered calls already (`debiased.load_ordered_calls`), it reads only TIMING_CALL_COLUMNS, and given
-# the calls that carry text instead (`store.database.load_call_texts`), no call rows at all.
+# the calls that carry text instead (`store.load_call_texts`), no call rows at all.
 CALL_COLUMNS = (*TIMING_CALL_COLUMNS, "slot_candidate_ids", "ranking", "label_probs")
 
 
@@ -302,7 +302,7 @@ def audit_selection(
     TIMING_CALL_COLUMNS (a large study's calls as lists of ids would not fit in memory), else made
     from `calls`; specs: every policy as `with_debiased(policy_specs(data), ordered)` makes them, when
     the caller has them already (`runners.audits` keeps their picks for the app too), else made here;
-    call_texts: the calls that carry text as `store.database.load_call_texts` reads them, which with
+    call_texts: the calls that carry text as `store.load_call_texts` reads them, which with
     `ordered` stand in for `calls` (generator_slots and the same timing, from `data.statuses` and the
     ordered calls' seconds; ValueError without `ordered`) when `calls` is None.
     """

@@ -24,7 +24,6 @@ from audit_core.selection.timing import (
     timing_table_from_arrays,
 )
 from audit_core.store import database
-from audit_core.store.database import load_call_texts
 from benchmarks.synthetic import build_synthetic_db
 from runners.audits import run_audits
 from runners.demo import build_demo
@@ -181,7 +180,7 @@ def arrays_and_frame_timing(db, dataset: str) -> tuple[pd.DataFrame, pd.DataFram
     try:
         data = load_selection_data(con, dataset)
         ordered = load_ordered_calls(con, data)
-        texts = load_call_texts(con, dataset)
+        texts = store.load_call_texts(con, dataset)
         calls = store.load_calls(con, dataset, ok_outputs=False, columns=TIMING_CALL_COLUMNS)
     finally:
         con.close()
@@ -211,7 +210,7 @@ def test_timing_from_the_arrays_equals_the_frames_exactly(small_stores, judgeact
 def test_the_call_texts_are_the_frames_calls_with_text(judgeacts_db) -> None:
     con = store.connect(judgeacts_db, read_only=True)
     try:
-        texts = load_call_texts(con, "main")
+        texts = store.load_call_texts(con, "main")
         calls = store.load_calls(con, "main", ok_outputs=False, columns=TIMING_CALL_COLUMNS)
     finally:
         con.close()
