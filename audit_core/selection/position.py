@@ -15,7 +15,7 @@ from scipy.special import chdtrc
 
 from audit_core.selection import metrics
 from audit_core.selection.data import SelectionData
-from audit_core.selection.debiased.calls import OrderedCalls
+from audit_core.selection.debiased.calls import OrderedCalls, prompt_ranges
 from audit_core.selection.orders import slot_labels
 from audit_core.selection.votes import all_parsed, valid_picks, vote_counts
 from audit_core.stats import bootstrap
@@ -174,24 +174,30 @@ def generator_slot_table(data: SelectionData, judge: str, calls: OrderedCalls) -
     presented = valid calls (whose pick is an image of the dataset) showing one of the generator's
     images in that slot, chosen = those picking it, rate = chosen / presented (NaN when never
     presented); slot "all" pools the slots. Slot orders come from the recorded calls (`calls`, the
-    judge's `OrderedCalls`: slot_order, picks), since imported logs need not use rotations.
+    judge's `OrderedCalls`: slot_order, picks), since imported logs need not use rotations; counted a
+    chunk of prompts at a time.
     """
     width = data.mask.shape[1]
     generators = sorted(g for g in set(data.source_models[data.mask]) if g)
-    generator_code = np.full(data.mask.shape, -1, dtype=np.int64)
-    generator_code[data.mask] = pd.Index(generators).get_indexer(data.source_models[data.mask])
-    valid = np.isin(data.statuses[judge], ["ok", "recovered"]) & (calls.picks >= 0)
-    p, k, s = np.nonzero(valid[:, :, None] & (calls.slot_order >= 0))
-    shown = calls.slot_order[p, k, s]
-    code = generator_code[p, shown]
-    keep = code >= 0
-    cell = code[keep] * width + s[keep]
     size = len(generators) * width
+    presented, chosen = np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
+    for lo, hi in prompt_ranges(data.n_prompts):  # a chunk of prompts' calls at a time
+        mine = calls.rows(lo, hi)
+        generator_code = np.full(mine.mask.shape, -1, dtype=np.int64)
+        generator_code[mine.mask] = pd.Index(generators).get_indexer(data.source_models[lo:hi][mine.mask])
+        valid = np.isin(data.statuses[judge][lo:hi], ["ok", "recovered"]) & (mine.picks >= 0)
+        p, k, s = np.nonzero(valid[:, :, None] & (mine.slot_order >= 0))
+        shown = mine.slot_order[p, k, s]
+        code = generator_code[p, shown]
+        keep = code >= 0
+        cell = code[keep] * width + s[keep]
+        presented += np.bincount(cell, minlength=size)
+        chosen += np.bincount(cell[(shown == mine.picks[p, k])[keep]], minlength=size)
     table = pd.DataFrame({
         "generator": np.repeat(np.array(generators, dtype=object), width),
         "slot": np.tile(np.arange(width), len(generators)),
-        "presented": np.bincount(cell, minlength=size),
-        "chosen": np.bincount(cell, weights=(shown == calls.picks[p, k])[keep], minlength=size).astype(np.int64),
+        "presented": presented,
+        "chosen": chosen,
     })
     table["slot"] = np.array(slot_labels(width), dtype=object)[table["slot"].to_numpy()]
     pooled = table.groupby("generator", as_index=False)[["presented", "chosen"]].sum().assign(slot="all")

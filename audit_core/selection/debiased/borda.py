@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from audit_core.selection.debiased.calls import OrderedCalls
+from audit_core.selection.debiased.calls import OrderedCalls, by_prompt_chunks
 from audit_core.selection.debiased.ties import best_of
 
 
@@ -54,7 +54,11 @@ def borda_points(calls: OrderedCalls) -> np.ndarray:
 
 
 def borda_picks(calls: OrderedCalls) -> BordaPicks:
-    """The Borda policy's pick per prompt (module docstring)."""
+    """The Borda policy's pick per prompt (module docstring), a chunk of prompts at a time."""
+    return by_prompt_chunks(calls, _borda_of)
+
+
+def _borda_of(calls: OrderedCalls) -> BordaPicks:
     points = borda_points(calls)
     acted = calls.valid.any(axis=1)
     full = calls.full_ranking.all(axis=1)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from audit_core.selection.debiased.calls import OrderedCalls
+from audit_core.selection.debiased.calls import OrderedCalls, prompt_ranges
 from audit_core.selection.debiased.slot_prior import cross_fitted_priors
 from audit_core.selection.debiased.subsets import DEFAULT_FOLDS, folds
 from audit_core.selection.debiased.ties import best_of
@@ -40,9 +40,16 @@ class CalibratedPicks:
 
 
 def calibrated_picks(calls: OrderedCalls, n_folds: int = DEFAULT_FOLDS) -> CalibratedPicks:
-    """The calibrated policy's pick per prompt (module docstring)."""
+    """The calibrated policy's pick per prompt (module docstring); the scores a chunk of prompts at a time."""
     fold = folds(calls.prompt_ids, n_folds)
     priors = cross_fitted_priors(calls, fold, n_folds)
+    parts = [_scored(calls.rows(lo, hi), fold[lo:hi], priors) for lo, hi in prompt_ranges(calls.n_prompts)]
+    pick, scores, partial, abstained = (np.concatenate(column) for column in zip(*parts))
+    return CalibratedPicks(pick=pick, scores=scores, fold=fold, priors=priors, partial=partial, abstained=abstained)
+
+
+def _scored(calls: OrderedCalls, fold: np.ndarray, priors: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(pick, scores, partial, abstained) of the calls' prompts, each in fold `fold` with `priors`."""
     slots, valid = calls.pick_slots, calls.valid
     p, k = np.nonzero(valid)
     weight = 1.0 / priors[fold[p], calls.pool_sizes[p], slots[p, k]]
@@ -50,5 +57,4 @@ def calibrated_picks(calls: OrderedCalls, n_folds: int = DEFAULT_FOLDS) -> Calib
     np.add.at(scores, (p, calls.picks[p, k]), weight)
     acted = valid.any(axis=1)
     pick = best_of(scores, calls.mask & acted[:, None], calls.tie_ranks)
-    return CalibratedPicks(pick=pick, scores=np.where(calls.mask, scores, np.nan), fold=fold, priors=priors,
-                           partial=acted & ~valid.all(axis=1), abstained=~acted)
+    return pick, np.where(calls.mask, scores, np.nan), acted & ~valid.all(axis=1), ~acted

@@ -8,8 +8,9 @@ columns canonical candidates (0..M−1, padded where a pool is smaller), axis 1 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import TypeVar
 
 import duckdb
 import numpy as np
@@ -21,6 +22,17 @@ from audit_core.selection.debiased.ties import tie_order
 from audit_core.store.database import has_column
 
 ABSENT = -1  # no candidate: a slot beyond the pool, a rank past the ranking, an order without a call
+CALL_CHUNK = 1 << 16  # prompts a prompt-local computation over the calls takes at once (`by_prompt_chunks`)
+
+Result = TypeVar("Result")
+
+
+def prompt_ranges(n_prompts: int, size: int | None = None) -> Iterator[tuple[int, int]]:
+    """(lo, hi) of consecutive chunks of `size` (default CALL_CHUNK) prompts covering 0..n_prompts (one
+    empty chunk for none)."""
+    size = CALL_CHUNK if size is None else size
+    for lo in range(0, max(n_prompts, 1), size):
+        yield lo, min(lo + size, n_prompts)
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,10 @@ class OrderedCalls:
     @property
     def n_prompts(self) -> int:
         return len(self.prompt_ids)
+
+    def rows(self, lo: int, hi: int) -> OrderedCalls:
+        """The calls of prompts lo..hi−1 (views: every array has a row per prompt)."""
+        return replace(self, **{f.name: getattr(self, f.name)[lo:hi] for f in fields(self) if f.name != "judge"})
 
     @property
     def n_orders(self) -> int:
@@ -109,6 +125,15 @@ class OrderedCalls:
     def has_label_probs(self) -> np.ndarray:
         """(P, K) True where the call recorded label probabilities."""
         return ~np.isnan(self.label_probs).all(axis=2)
+
+
+def by_prompt_chunks(calls: OrderedCalls, compute: Callable[[OrderedCalls], Result]) -> Result:
+    """`compute(calls)` for a prompt-local `compute` (each prompt's results depend on its own calls only),
+    made CALL_CHUNK prompts at a time so that its temporaries stay a chunk's size: `compute` returns a
+    frozen dataclass whose every field is an array with a row per prompt, concatenated here."""
+    parts = [compute(calls.rows(lo, hi)) for lo, hi in prompt_ranges(calls.n_prompts)]
+    return replace(parts[0], **{f.name: np.concatenate([getattr(part, f.name) for part in parts])
+                                for f in fields(parts[0])})
 
 
 def order0_slots(pick: np.ndarray, calls: OrderedCalls) -> np.ndarray:

@@ -41,13 +41,12 @@ so the picks are what the policy uses.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from audit_core.selection.data import index_dtype
-from audit_core.selection.debiased.calls import ABSENT, OrderedCalls
+from audit_core.selection.debiased.calls import ABSENT, OrderedCalls, prompt_ranges
 from audit_core.selection.debiased.ties import best_of
 
 DEFAULT_RIDGE = 0.1
@@ -58,12 +57,6 @@ MAX_NEWTON_STEPS = 200
 PROMPT_CHUNK = 1 << 14  # prompts whose stages a pass lays out at once (~25 MB with 9 stages of 4)
 MIN_STEP = 1e-12
 VALUE_RESOLUTION = 1e-12  # relative: a predicted decrease below this is lost in the objective's rounding
-
-
-def prompt_ranges(n_prompts: int) -> Iterator[tuple[int, int]]:
-    """(lo, hi) of consecutive chunks of PROMPT_CHUNK prompts covering 0..n_prompts (one empty chunk for 0)."""
-    for lo in range(0, max(n_prompts, 1), PROMPT_CHUNK):
-        yield lo, min(lo + PROMPT_CHUNK, n_prompts)
 
 
 @dataclass(frozen=True)
@@ -110,14 +103,9 @@ class PlackettLuceFit:
 def ranking_stages(calls: OrderedCalls) -> Stages:
     """The choice stages of every call (module docstring): m − 1 per full ranking, 1 per pick alone; made
     a chunk of prompts at a time."""
-    parts = [_chunk_stages(_prompt_range(calls, lo, hi)) for lo, hi in prompt_ranges(calls.n_prompts)]
+    parts = [_chunk_stages(calls.rows(lo, hi)) for lo, hi in prompt_ranges(calls.n_prompts, PROMPT_CHUNK)]
     images, slots, counts = (np.concatenate(arrays) for arrays in zip(*parts))
     return Stages(images, slots, np.concatenate([[0], np.cumsum(counts)]), calls.width)
-
-
-def _prompt_range(calls: OrderedCalls, lo: int, hi: int) -> OrderedCalls:
-    """The calls of prompts lo..hi−1 (views: every array of `OrderedCalls` has a row per prompt)."""
-    return replace(calls, **{f.name: getattr(calls, f.name)[lo:hi] for f in fields(calls) if f.name != "judge"})
 
 
 def _chunk_stages(calls: OrderedCalls) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -276,7 +264,7 @@ def _evaluate(params: np.ndarray, stages: Stages, n_theta: int, ridge: float,
     theta, beta = params[:n_theta].reshape(-1, width), _slot_effects(params, n_theta, width)
     g_theta = gradient[:n_theta].reshape(-1, width)
     slot_block, coupling = ridge * np.eye(n_slots), np.zeros((n_slots, 1 + n_slots))
-    for lo, hi in prompt_ranges(stages.n_prompts):
+    for lo, hi in prompt_ranges(stages.n_prompts, PROMPT_CHUNK):
         chunk = _chunk_at(theta, beta, stages, lo, hi)
         value -= chunk.log_likelihood
         on_image, on_slot = chunk.gradient()
@@ -327,7 +315,8 @@ def penalised_hessian(params: np.ndarray, stages: Stages, n_prompts: int, width:
     """
     n_theta, n_slots = n_prompts * width, len(params) - n_prompts * width
     theta, beta = params[:n_theta].reshape(n_prompts, width), _slot_effects(params, n_theta, width)
-    blocks = [_chunk_at(theta, beta, stages, lo, hi).hessian(ridge, n_slots) for lo, hi in prompt_ranges(n_prompts)]
+    blocks = [_chunk_at(theta, beta, stages, lo, hi).hessian(ridge, n_slots)
+              for lo, hi in prompt_ranges(n_prompts, PROMPT_CHUNK)]
     return Hessian(np.concatenate([b.strengths for b in blocks]), np.concatenate([b.cross for b in blocks]),
                    sum(b.slots for b in blocks) + ridge * np.eye(n_slots))
 
@@ -386,8 +375,8 @@ def plackett_luce_fit(calls: OrderedCalls, ridge: float = DEFAULT_RIDGE, slot_ef
     theta = params[:n_theta].reshape(n_prompts, width)
     beta = np.concatenate([[0.0], params[n_theta:]]) if slot_effects else np.zeros(width)
     acted = calls.valid.any(axis=1)
-    full = np.concatenate([_prompt_range(calls, lo, hi).full_ranking.all(axis=1)
-                           for lo, hi in prompt_ranges(n_prompts)])
+    full = np.concatenate([calls.rows(lo, hi).full_ranking.all(axis=1)
+                           for lo, hi in prompt_ranges(n_prompts, PROMPT_CHUNK)])
     eligible = calls.mask & acted[:, None]
     penalty = 0.5 * ridge * float(params @ params)
     return PlackettLuceFit(

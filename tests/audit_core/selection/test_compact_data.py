@@ -1,17 +1,22 @@
-"""What keeps a loaded study small: candidate ids in a `StringDType` array, the tie order hashed in chunks
-and kept as int8, no vote-variance array when there are no votes; each equal to the plain computation."""
+"""What keeps a large study small: candidate ids in a `StringDType` array, the tie order hashed in chunks
+and kept as int8, no vote-variance array when there are no votes, prompt-local methods a chunk of
+prompts at a time; each equal to the plain computation."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.dtypes import StringDType
 
 from audit_core import store
+from audit_core.selection import position
 from audit_core.selection.data import cell_variances, load_selection_data
-from audit_core.selection.debiased import ties
+from audit_core.selection.debiased import calls, load_ordered_calls, ties
+from audit_core.selection.debiased.borda import borda_picks
+from audit_core.selection.debiased.calibrated import calibrated_picks
 from audit_core.stats.id_hash import id_hash
 
 ID_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=24)
@@ -65,3 +70,32 @@ def test_the_loaded_ids_are_compact_and_equal_the_stores(judgeacts_db) -> None:
                   for r, c in zip(*np.nonzero(data.mask))) == sorted(rows)
     assert all(data.candidate_ids[row_of[p], c] == cid for p, c, cid in rows)
     assert (data.candidate_ids[~data.mask] == "").all()
+
+
+def test_prompt_local_methods_in_chunks_of_three_prompts_equal_one_chunk(judgeacts_db, monkeypatch) -> None:
+    """Borda, calibrated and the generator-by-slot table work CALL_CHUNK prompts at a time; chunks of 3
+    (uneven: the split has hundreds of prompts) give the same picks, scores and counts as one chunk."""
+    con = store.connect(judgeacts_db, read_only=True)
+    try:
+        data = load_selection_data(con, "main")
+        ordered = load_ordered_calls(con, data)
+    finally:
+        con.close()
+
+    def everything() -> list:
+        out = []
+        for judge, mine in ordered.items():
+            borda, calibrated = borda_picks(mine), calibrated_picks(mine)
+            out += [borda.pick, borda.points, borda.full, borda.fallback, borda.abstained, calibrated.pick,
+                    calibrated.scores, calibrated.partial, calibrated.abstained,
+                    position.generator_slot_table(data, judge, mine)]
+        return out
+
+    whole = everything()
+    monkeypatch.setattr(calls, "CALL_CHUNK", 3)
+    assert data.n_prompts > 3 * 10 and len(list(calls.prompt_ranges(data.n_prompts))) > 10
+    for one, chunked in zip(whole, everything(), strict=True):
+        if isinstance(one, pd.DataFrame):
+            pd.testing.assert_frame_equal(chunked, one, check_exact=True)
+        else:
+            assert one.dtype == chunked.dtype and np.array_equal(one, chunked, equal_nan=one.dtype.kind == "f")
