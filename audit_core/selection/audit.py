@@ -311,14 +311,16 @@ def audit_selection(
     parts, slice_notes = slices.partitions(data, by)
     if ordered is None:
         ordered = {} if calls is None else ordered_calls(data, calls)
-    with ThreadPoolExecutor(1) as side:  # the tables that need no policy, made while the policies are
+    # every policy first, the debiased fits included: the tables below are made while the policies are
+    # evaluated, and never beside the fits, whose working sets (Plackett-Luce's) are the audit's largest
+    everything = evaluated_policies(data, ordered, specs)
+    with ThreadPoolExecutor(1) as side:
         judge_tables = side.submit(_judge_tables, data, resampling)
         recorded = calls is not None or call_texts is not None
         generator_slots = side.submit(lambda: None if not recorded else _concat(
             [position.generator_slot_table(data, j, ordered[j]) for j in data.judges], position.GENERATOR_SLOT_COLUMNS))
         timing = side.submit(_timing, data, calls, ordered, call_texts)
-        table, ungated, slice_frame = evaluate_policies(data, evaluated_policies(data, ordered, specs), parts,
-                                                        resampling, reduce)
+        table, ungated, slice_frame = evaluate_policies(data, everything, parts, resampling, reduce)
         table[POLICY_COST_COLUMNS] = policy_costs(table, data, ordered)
         judges, positions, generators, flips, near_ties = judge_tables.result()
     extra_outcomes = [o for o in (*ERROR_OUTCOMES, *SIDE_OUTCOMES) if o in data.outcomes]

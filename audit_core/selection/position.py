@@ -100,10 +100,11 @@ def order_entropy(picks: np.ndarray, sizes: np.ndarray, width: int) -> np.ndarra
 
     0 when every order returns the same image; NaN unless every order parsed.
     """
-    counts = vote_counts(picks, width).astype(float)
-    p = counts / picks.shape[1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=1) / np.log(sizes)
+    h = np.empty(len(picks))
+    for lo, hi in prompt_ranges(len(picks)):  # a chunk of prompts at a time
+        p = vote_counts(picks[lo:hi], width).astype(float) / picks.shape[1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            h[lo:hi] = -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=1) / np.log(sizes[lo:hi])
     return np.where(all_parsed(picks), h, np.nan)
 
 

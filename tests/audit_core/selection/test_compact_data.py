@@ -73,7 +73,8 @@ def test_the_loaded_ids_are_compact_and_equal_the_stores(judgeacts_db) -> None:
 
 
 def test_prompt_local_methods_in_chunks_of_three_prompts_equal_one_chunk(judgeacts_db, monkeypatch) -> None:
-    """Borda, calibrated and the generator-by-slot table work CALL_CHUNK prompts at a time; chunks of 3
+    """Borda, calibrated, the generator-by-slot table and the order entropy work CALL_CHUNK prompts at a
+    time; chunks of 3
     (uneven: the split has hundreds of prompts) give the same picks, scores and counts as one chunk."""
     con = store.connect(judgeacts_db, read_only=True)
     try:
@@ -88,7 +89,8 @@ def test_prompt_local_methods_in_chunks_of_three_prompts_equal_one_chunk(judgeac
             borda, calibrated = borda_picks(mine), calibrated_picks(mine)
             out += [borda.pick, borda.points, borda.full, borda.fallback, borda.abstained, calibrated.pick,
                     calibrated.scores, calibrated.partial, calibrated.abstained,
-                    position.generator_slot_table(data, judge, mine)]
+                    position.generator_slot_table(data, judge, mine),
+                    position.order_entropy(data.picks[judge], data.pool_sizes, data.mask.shape[1])]
         return out
 
     whole = everything()
