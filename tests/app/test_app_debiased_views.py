@@ -8,12 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from audit_core import store
-from audit_core.selection.data import load_selection_data
-from audit_core.selection.debiased import METHODS, load_ordered_calls
+from audit_core.selection.debiased import METHODS
 from audit_core.selection.debiased.specs import debiased_specs
 from runners import demo
 from tests.support.app import UNEXPECTED, open_app
+from tests.support.debiased import stored_calls
 
 pytestmark = pytest.mark.usefixtures("data_folder")  # the app may open the test databases (tests/conftest.py)
 
@@ -30,12 +29,7 @@ def demo_db(tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def expected(demo_db):
     """(data, debiased policy name -> its (P,) picks), from audit_core alone."""
-    con = store.connect(demo_db, read_only=True)
-    try:
-        data = load_selection_data(con, "demo")
-        ordered = load_ordered_calls(con, data)
-    finally:
-        con.close()
+    data, ordered = stored_calls(demo_db, "demo")
     picks = {spec.name: spec.pick for judge in data.judges for spec in debiased_specs(ordered[judge])}
     return data, picks
 

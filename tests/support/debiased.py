@@ -1,14 +1,27 @@
-"""Calls for the debiased-selector tests, built without a store: orders are cyclic rotations (order k
-shows canonical candidate (s + k) mod m in slot s), and what each call answered is given in slots."""
+"""Calls for the debiased-selector tests: built without a store (orders are cyclic rotations: order k
+shows canonical candidate (s + k) mod m in slot s, and what each call answered is given in slots), or
+read from one (`stored_calls`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
-from audit_core.selection.data import NO_CALL, NO_PICK
-from audit_core.selection.debiased.calls import ABSENT, OrderedCalls
+from audit_core import store
+from audit_core.selection.data import NO_CALL, NO_PICK, SelectionData, load_selection_data
+from audit_core.selection.debiased.calls import ABSENT, OrderedCalls, load_ordered_calls
+
+
+def stored_calls(db: Path, dataset: str) -> tuple[SelectionData, dict[str, OrderedCalls]]:
+    """(the dataset's SelectionData, judge -> its OrderedCalls) as the audit loads them from the store at `db`."""
+    con = store.connect(db, read_only=True)
+    try:
+        data = load_selection_data(con, dataset)
+        return data, load_ordered_calls(con, data)
+    finally:
+        con.close()
 
 
 def rotated_calls(

@@ -14,10 +14,11 @@ from numpy.dtypes import StringDType
 from audit_core import store
 from audit_core.selection import position
 from audit_core.selection.data import cell_variances, load_selection_data
-from audit_core.selection.debiased import calls, load_ordered_calls, ties
+from audit_core.selection.debiased import calls, ties
 from audit_core.selection.debiased.borda import borda_picks
 from audit_core.selection.debiased.calibrated import calibrated_picks
 from audit_core.stats.id_hash import id_hash
+from tests.support.debiased import stored_calls
 
 ID_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=24)
 
@@ -76,12 +77,7 @@ def test_prompt_local_methods_in_chunks_of_three_prompts_equal_one_chunk(judgeac
     """Borda, calibrated, the generator-by-slot table and the order entropy work CALL_CHUNK prompts at a
     time; chunks of 3
     (uneven: the split has hundreds of prompts) give the same picks, scores and counts as one chunk."""
-    con = store.connect(judgeacts_db, read_only=True)
-    try:
-        data = load_selection_data(con, "main")
-        ordered = load_ordered_calls(con, data)
-    finally:
-        con.close()
+    data, ordered = stored_calls(judgeacts_db, "main")
 
     def everything() -> list:
         out = []

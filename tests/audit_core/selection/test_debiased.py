@@ -49,7 +49,7 @@ from audit_core.selection.debiased.plackett_luce import (
 from audit_core.selection.debiased.ties import best_of, tie_order
 from audit_core.selection.votes import majority_vote, valid_picks
 from audit_core.stats.id_hash import id_hash
-from tests.support.debiased import plackett_luce_rankings, rotated_calls
+from tests.support.debiased import plackett_luce_rankings, rotated_calls, stored_calls
 from tests.support.judge_change import ingest_main_with_8b
 from tests.support.paths import JUDGEACTS_MAIN
 
@@ -445,12 +445,7 @@ def judgeacts_db(tmp_path_factory):
 
 def debiased_picks(db) -> tuple[object, dict[str, object], dict[str, dict[str, object]]]:
     """(SelectionData, judge -> OrderedCalls, judge -> method -> its result) of the store at `db`."""
-    con = store.connect(db, read_only=True)
-    try:
-        data = load_selection_data(con, "main")
-        ordered = load_ordered_calls(con, data)
-    finally:
-        con.close()
+    data, ordered = stored_calls(db, "main")
     results = {judge: {"borda": borda_picks(calls), "calibrated": calibrated_picks(calls),
                        "plackett-luce": plackett_luce_fit(calls), "prior-corrected": prior_corrected_picks(calls)}
                for judge, calls in ordered.items()}
