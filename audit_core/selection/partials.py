@@ -33,7 +33,6 @@ Sums run in float32 within a chunk and float64 across chunks: a resampled sum mo
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -384,31 +383,20 @@ def local_partials(layout: Layout, data: SelectionData, everything: Sequence, pa
     `everything` the evaluated policies (`audit.Evaluated`) and `parts` the slices the layout was made of.
 
     W = `bootstrap.WORKERS` threads share the chunks, of 1/W the rows each (so that the W chunks in
-    progress hold what one chunk did), thread i adding up chunks i, i + W, … in order and the threads'
-    sums added in thread order, so the result does not depend on their timing; BLAS runs on one thread
-    meanwhile (a chunk's products are small: waking its threads cost more than they saved)."""
+    progress hold what one chunk did), added up by `bootstrap.chunked_sum` in an order that does not
+    depend on the threads' timing, BLAS on one thread meanwhile (a chunk's products are small: waking
+    its threads cost more than they saved)."""
     keys = prompt_keys(data.prompts["prompt_id"])
     codes = [p.codes for p in parts]
     workers = max(1, min(bootstrap.WORKERS, -(-data.n_prompts // chunk_rows(layout.resampling))))
-    step = max(1, chunk_rows(layout.resampling) // workers)
-    starts = range(0, data.n_prompts, step)
 
-    def added(mine: Sequence[int]) -> Partials | None:
-        total = None
-        for lo in mine:
-            rows = slice(lo, lo + step)
-            part = chunk_partials(layout, keys[rows], {k: v[rows] for k, v in data.outcomes.items()},
-                                  {ev.name: ev.choice[rows] for ev in everything if ev.kind not in DRAWN_KINDS},
-                                  [code[rows] for code in codes])
-            total = part if total is None else total + part
-        return total
+    def chunk_sum(lo: int, hi: int) -> Partials:
+        rows = slice(lo, hi)
+        return chunk_partials(layout, keys[rows], {k: v[rows] for k, v in data.outcomes.items()},
+                              {ev.name: ev.choice[rows] for ev in everything if ev.kind not in DRAWN_KINDS},
+                              [code[rows] for code in codes])
 
-    with bootstrap.one_blas_thread(), ThreadPoolExecutor(workers) as pool:
-        sums = list(pool.map(added, [starts[i::workers] for i in range(workers)]))
-    total = None
-    for part in sums:
-        total = part if total is None else total + part
-    return total
+    return bootstrap.chunked_sum(data.n_prompts, max(1, chunk_rows(layout.resampling) // workers), chunk_sum)
 
 
 Reducer = Callable[[Layout, SelectionData, Sequence, Sequence], Partials]  # the sums over every prompt

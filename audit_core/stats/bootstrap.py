@@ -72,9 +72,10 @@ import contextlib
 import hashlib
 import os
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from scipy import fft, sparse
@@ -89,6 +90,7 @@ _THREADPOOLS = ThreadpoolController()  # found once: each threadpool_limits() ca
 DRAW_BLOCK = 131_072  # elements of one index matrix turned into counts (cache-sized)
 MIN_ROWS = 64  # resamples per weight block at least, so that products stay matrix products
 FLOAT32_ABOVE = 20_000  # prompts above which sums run in float32 (error ≪ bootstrap noise)
+Summable = TypeVar("Summable")  # what `chunked_sum` adds: arrays, or partial sums that define +
 WORKERS = min(4, os.cpu_count() or 1)  # threads drawing independent generators' resamples at once
 EXACT_DRAWS_UP_TO = 1_000  # fixed-n statistics over at most this many values get the study's (300 prompts) draws
 SNAP = 1e-9  # values closer than this (relative to their magnitude) are one lattice point: float noise
@@ -131,6 +133,28 @@ def one_blas_thread() -> contextlib.AbstractContextManager:
     """A context in which BLAS runs on one thread (module docstring: the many small products here
     lose more to waking its threads than they gain); on leaving, BLAS runs as it did before."""
     return _THREADPOOLS.limit(limits=1, user_api="blas")
+
+
+def chunked_sum(n_rows: int, step: int, chunk_sum: Callable[[int, int], Summable]) -> Summable | None:
+    """Σ over the chunks lo..hi of `step` rows of chunk_sum(lo, hi) (None without rows), on up to WORKERS
+    threads with BLAS on one: thread i adds chunks i, i + W, … in order and the threads' sums are added in
+    thread order, so the sum is the same whatever their timing."""
+    starts = range(0, n_rows, step)
+    workers = max(1, min(WORKERS, len(starts)))
+
+    def added(mine: range) -> Summable | None:
+        total = None
+        for lo in mine:
+            part = chunk_sum(lo, min(lo + step, n_rows))
+            total = part if total is None else total + part
+        return total
+
+    with one_blas_thread(), ThreadPoolExecutor(workers) as pool:
+        sums = list(pool.map(added, [starts[i::workers] for i in range(workers)]))
+    total = None
+    for part in sums:
+        total = part if total is None else total + part
+    return total
 
 
 def working_dtype(n: int) -> type:

@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from audit_core.stats.bootstrap import WORKERS, one_blas_thread, percentile_interval, percentile_intervals
+from audit_core.stats.bootstrap import chunked_sum, percentile_interval, percentile_intervals
 from audit_core.stats.bootstrap import ratio as bootstrap_ratio
 from audit_core.stats.id_hash import id_hashes
 from audit_core.stats.resampling import Resampling
@@ -129,26 +128,17 @@ def _block_sums(keys: np.ndarray, rows: Callable[[int, int], np.ndarray], width:
     """(B, width) float64 sums Σ_p w_pb · rows(lo, hi)[p − lo, j] over the prompts with `keys`, `rows`
     giving the (hi − lo, width) values of the prompts lo..hi−1.
 
-    A block of BLOCK_ELEMENTS weights at a time, its products in `dtype`; `bootstrap.WORKERS` threads
-    share the blocks (thread i blocks i, i + W, …, each adding its blocks in order, the threads' sums
-    added in thread order), so the result does not depend on their timing; BLAS runs on one thread."""
+    A block of BLOCK_ELEMENTS weights at a time, its products in `dtype`, added up in float64 by
+    `bootstrap.chunked_sum` (on its threads, in an order that does not depend on their timing)."""
     resamples = resampling.resamples
     if resamples == 0 or len(keys) == 0:
         return np.zeros((resamples, width))
-    step = max(1, BLOCK_ELEMENTS // resamples)
-    starts = range(0, len(keys), step)
-    workers = max(1, min(WORKERS, len(starts)))
 
-    def added(mine: Sequence[int]) -> np.ndarray:
-        total = np.zeros((resamples, width))
-        for lo in mine:
-            hi = min(lo + step, len(keys))
-            weights = poisson_weights(keys[lo:hi], resampling.seed, 0, resamples)
-            total += weights.T.astype(dtype) @ np.asarray(rows(lo, hi), dtype=dtype)
-        return total
+    def block_sum(lo: int, hi: int) -> np.ndarray:
+        weights = poisson_weights(keys[lo:hi], resampling.seed, 0, resamples)
+        return (weights.T.astype(dtype) @ np.asarray(rows(lo, hi), dtype=dtype)).astype(np.float64)
 
-    with one_blas_thread(), ThreadPoolExecutor(workers) as pool:
-        return sum(pool.map(added, [starts[i::workers] for i in range(workers)]))
+    return chunked_sum(len(keys), max(1, BLOCK_ELEMENTS // resamples), block_sum)
 
 
 class PoissonMeans:
