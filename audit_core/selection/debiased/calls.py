@@ -23,6 +23,7 @@ from audit_core.store.database import has_column
 
 ABSENT = -1  # no candidate: a slot beyond the pool, a rank past the ranking, an order without a call
 CALL_CHUNK = 1 << 16  # prompts a prompt-local computation over the calls takes at once (`by_prompt_chunks`)
+ENTRY_CHUNK = 1 << 22  # slot and ranking entries scattered into the arrays at once when they are loaded
 
 Result = TypeVar("Result")
 
@@ -160,7 +161,8 @@ def load_ordered_calls(
             "FROM prompts WHERE dataset_id = $dataset)")
     calls = """(SELECT c.* FROM calls c JOIN runs r USING (run_id)
                  WHERE r.dataset_id = $dataset AND r.kind = 'selector' AND r.judge = $judge)"""
-    ties = tie_order(data.prompts["prompt_id"].to_numpy(dtype=object), data.candidate_ids, data.mask)
+    prompt_ids = data.prompts["prompt_id"].to_numpy(dtype=object)  # one array every judge's calls share
+    ties = tie_order(prompt_ids, data.candidate_ids, data.mask)
     loaded = {}
     for judge in judges:
         params = {"dataset": data.dataset_id, "judge": judge}
@@ -182,7 +184,7 @@ def load_ordered_calls(
         recorded = con.execute(f"""
             SELECT p.row, c.order_index, c.prompt_id, {probs}
             FROM {calls} c JOIN {rows} p USING (prompt_id) WHERE {probs} IS NOT NULL""", params).fetchall()
-        loaded[judge] = _ordered(data, judge, shown, ranked, timed, recorded, ties)
+        loaded[judge] = _ordered(data, judge, shown, ranked, timed, recorded, prompt_ids, ties)
     release_arrow_memory()
     return loaded
 
@@ -216,7 +218,8 @@ def ordered_calls(data: SelectionData, calls: pd.DataFrame, judges: Sequence[str
     width = data.mask.shape[1]
     ranked = ranked.assign(slot=np.array([ord(label) - ord("A") if len(label) == 1 else width
                                           for label in ranked["label"]], dtype=np.int64))
-    ties = tie_order(data.prompts["prompt_id"].to_numpy(dtype=object), data.candidate_ids, data.mask)
+    prompt_ids = data.prompts["prompt_id"].to_numpy(dtype=object)
+    ties = tie_order(prompt_ids, data.candidate_ids, data.mask)
     loaded = {}
     for j, judge in enumerate(judges):
         mine, my_shown, my_ranked = (f[f["judge_code"].to_numpy() == j] for f in (calls, shown, ranked))
@@ -229,7 +232,7 @@ def ordered_calls(data: SelectionData, calls: pd.DataFrame, judges: Sequence[str
              "seconds": mine["seconds"].to_numpy(dtype=float, na_value=np.nan)},
             list(zip(mine["row"][recorded], mine["order_index"][recorded], mine["prompt_id"][recorded],
                      mine["label_probs"][recorded])),
-            ties)
+            prompt_ids, ties)
     return loaded
 
 
@@ -243,24 +246,32 @@ def _listed(calls: pd.DataFrame, column: str, item: str, position: str) -> pd.Da
 
 
 def _ordered(data: SelectionData, judge: str, shown: Mapping[str, np.ndarray], ranked: Mapping[str, np.ndarray],
-             timed: Mapping[str, np.ndarray], recorded: Sequence[tuple], tie_ranks: np.ndarray) -> OrderedCalls:
+             timed: Mapping[str, np.ndarray], recorded: Sequence[tuple], prompt_ids: np.ndarray,
+             tie_ranks: np.ndarray) -> OrderedCalls:
     """One judge's `OrderedCalls` from its calls' entries, each a column of prompt rows and orders: shown
     (slot, canonical_index: the image in each slot), ranked (rank, slot: the slot ranked at each place,
     `width` or more for a label that names none), timed (seconds per call) and recorded (row, order,
-    prompt_id, label_probs text) for the calls that recorded label probabilities."""
+    prompt_id, label_probs text) for the calls that recorded label probabilities; `prompt_ids` and
+    `tie_ranks` are every judge's. Entries are scattered ENTRY_CHUNK at a time (a large study's are
+    hundreds of millions)."""
     n, width, k = data.n_prompts, data.mask.shape[1], data.n_orders(judge)
     slot_order = np.full((n, k, width), ABSENT, dtype=index_dtype(width))
-    slot_order[shown["row"].astype(np.int64), shown["order_index"], shown["slot"]] = shown["canonical_index"]
+    for part in _entry_chunks(len(shown["row"])):
+        slot_order[shown["row"][part], shown["order_index"][part], shown["slot"][part]] = shown["canonical_index"][part]
 
+    # a ranking is unusable when a label names no image of the pool: its call keeps no ranking
+    r, o, rank, slot = ranked["row"], ranked["order_index"], ranked["rank"], ranked["slot"]
+    canonical = np.full(len(slot), ABSENT, dtype=slot_order.dtype)
+    unusable = np.zeros((n, k), dtype=bool)
+    for part in _entry_chunks(len(slot)):
+        inside = (0 <= slot[part]) & (slot[part] < width) & (rank[part] < width)
+        mine = canonical[part]  # a view
+        mine[inside] = slot_order[r[part][inside], o[part][inside], slot[part][inside]]
+        unusable[r[part][mine < 0], o[part][mine < 0]] = True
     rankings = np.full((n, k, width), ABSENT, dtype=index_dtype(width))
-    r, o = ranked["row"].astype(np.int64), ranked["order_index"].astype(np.int64)
-    rank, slot = ranked["rank"].astype(np.int64), ranked["slot"].astype(np.int64)
-    inside = (0 <= slot) & (slot < width) & (rank < width)
-    canonical = np.full(len(slot), ABSENT, dtype=np.int64)
-    canonical[inside] = slot_order[r[inside], o[inside], slot[inside]]
-    unusable = pd.Series(canonical < 0).groupby([r, o]).transform("any").to_numpy()
-    keep = ~unusable
-    rankings[r[keep], o[keep], rank[keep]] = canonical[keep]
+    for part in _entry_chunks(len(slot)):
+        keep = ~unusable[r[part], o[part]]
+        rankings[r[part][keep], o[part][keep], rank[part][keep]] = canonical[part][keep]
 
     # a study that recorded none (most) holds a read-only view of one NaN, not P·K·M of them
     label_probs = np.full((n, k, width), np.nan) if recorded else np.broadcast_to(np.nan, (n, k, width))
@@ -272,7 +283,7 @@ def _ordered(data: SelectionData, judge: str, shown: Mapping[str, np.ndarray], r
         label_probs[row, order, :m] = [probs.get(chr(ord("A") + s), 0.0) for s in range(m)]
     return OrderedCalls(
         judge=judge,
-        prompt_ids=data.prompts["prompt_id"].to_numpy(dtype=object),
+        prompt_ids=prompt_ids,
         candidate_ids=data.candidate_ids,
         mask=data.mask,
         picks=data.picks[judge],
@@ -282,6 +293,11 @@ def _ordered(data: SelectionData, judge: str, shown: Mapping[str, np.ndarray], r
         seconds=seconds,
         tie_ranks=tie_ranks,
     )
+
+
+def _entry_chunks(n_entries: int) -> Iterator[slice]:
+    """Consecutive slices of ENTRY_CHUNK entries covering 0..n_entries."""
+    return (slice(lo, lo + ENTRY_CHUNK) for lo in range(0, n_entries, ENTRY_CHUNK))
 
 
 def _label_probs(text: str, judge: str, prompt_id: str, order: int) -> dict[str, float]:

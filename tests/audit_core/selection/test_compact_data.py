@@ -4,6 +4,8 @@ prompts at a time; each equal to the plain computation."""
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -97,3 +99,27 @@ def test_prompt_local_methods_in_chunks_of_three_prompts_equal_one_chunk(judgeac
             pd.testing.assert_frame_equal(chunked, one, check_exact=True)
         else:
             assert one.dtype == chunked.dtype and np.array_equal(one, chunked, equal_nan=one.dtype.kind == "f")
+
+
+def test_calls_loaded_a_few_entries_at_a_time_equal_one_pass_and_share_their_ids(judgeacts_db, tmp_path,
+                                                                                 monkeypatch) -> None:
+    """Entries scattered 7 at a time give the arrays one pass gives, a ranking with a label beyond its pool
+    (so no ranking for that call) included; every judge's calls hold the same prompt-id array."""
+    db = tmp_path / "odd.duckdb"
+    shutil.copy(judgeacts_db, db)
+    con = store.connect(db)
+    try:
+        con.execute("UPDATE calls SET ranking = ['A', 'B', 'E'] WHERE ranking IS NOT NULL AND order_index = 1 AND "
+                    "prompt_id = (SELECT min(prompt_id) FROM calls WHERE ranking IS NOT NULL)")
+    finally:
+        con.close()
+    data, whole = stored_calls(db, "main")
+    monkeypatch.setattr(calls, "ENTRY_CHUNK", 7)
+    _, chunked = stored_calls(db, "main")
+    for judge, mine in whole.items():
+        for field in ("slot_order", "rankings", "seconds", "picks", "tie_ranks"):
+            one, other = getattr(mine, field), getattr(chunked[judge], field)
+            assert one.dtype == other.dtype and np.array_equal(one, other, equal_nan=one.dtype.kind == "f"), field
+        assert mine.prompt_ids is next(iter(whole.values())).prompt_ids
+    assert any((mine.rankings >= 0).any() for mine in whole.values())
+    assert list(next(iter(whole.values())).prompt_ids) == list(data.prompts["prompt_id"])
