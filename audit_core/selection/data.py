@@ -17,6 +17,7 @@ import pyarrow as pa
 from numpy.dtypes import StringDType
 
 from audit_core import store
+from audit_core.selection.chunks import row_chunks
 from audit_core.store.schema import DEFAULT_POOL
 
 NO_PICK = -1  # the call ran but returned no valid pick (parse or runtime failure)
@@ -122,8 +123,7 @@ def load_selection_data(con: duckdb.DuckDBPyConnection, dataset_id: str, pool: s
     candidate_ids = np.full((n, width), "", dtype=StringDType())
     source_models = np.full((n, width), "", dtype=object)
     mask = np.zeros((n, width), dtype=bool)
-    for lo in range(0, len(rows), STRING_CHUNK):  # a Python string per id for a chunk only
-        part = slice(lo, lo + STRING_CHUNK)
+    for part in row_chunks(len(rows), STRING_CHUNK):  # a Python string per id for a chunk only
         candidate_ids[rows[part], cols[part]] = cands["candidate_id"][part].to_numpy(zero_copy_only=False)
     source_models[rows, cols] = _shared_strings(cands["source_model"])
     mask[rows, cols] = True

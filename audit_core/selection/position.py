@@ -15,7 +15,7 @@ from scipy.special import chdtrc
 
 from audit_core.selection import metrics
 from audit_core.selection.data import SelectionData
-from audit_core.selection.debiased.calls import OrderedCalls, prompt_ranges
+from audit_core.selection.debiased.calls import OrderedCalls, prompt_chunks
 from audit_core.selection.orders import slot_labels
 from audit_core.selection.votes import all_parsed, valid_picks, vote_counts
 from audit_core.stats import bootstrap
@@ -101,10 +101,10 @@ def order_entropy(picks: np.ndarray, sizes: np.ndarray, width: int) -> np.ndarra
     0 when every order returns the same image; NaN unless every order parsed.
     """
     h = np.empty(len(picks))
-    for lo, hi in prompt_ranges(len(picks)):  # a chunk of prompts at a time
-        p = vote_counts(picks[lo:hi], width).astype(float) / picks.shape[1]
+    for rows in prompt_chunks(len(picks)):  # a chunk of prompts at a time
+        p = vote_counts(picks[rows], width).astype(float) / picks.shape[1]
         with np.errstate(divide="ignore", invalid="ignore"):
-            h[lo:hi] = -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=1) / np.log(sizes[lo:hi])
+            h[rows] = -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=1) / np.log(sizes[rows])
     return np.where(all_parsed(picks), h, np.nan)
 
 
@@ -182,11 +182,11 @@ def generator_slot_table(data: SelectionData, judge: str, calls: OrderedCalls) -
     generators = sorted(g for g in set(data.source_models[data.mask]) if g)
     size = len(generators) * width
     presented, chosen = np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
-    for lo, hi in prompt_ranges(data.n_prompts):  # a chunk of prompts' calls at a time
-        mine = calls.rows(lo, hi)
+    for rows in prompt_chunks(data.n_prompts):  # a chunk of prompts' calls at a time
+        mine = calls.rows(rows)
         generator_code = np.full(mine.mask.shape, -1, dtype=np.int64)
-        generator_code[mine.mask] = pd.Index(generators).get_indexer(data.source_models[lo:hi][mine.mask])
-        valid = np.isin(data.statuses[judge][lo:hi], ["ok", "recovered"]) & (mine.picks >= 0)
+        generator_code[mine.mask] = pd.Index(generators).get_indexer(data.source_models[rows][mine.mask])
+        valid = np.isin(data.statuses[judge][rows], ["ok", "recovered"]) & (mine.picks >= 0)
         p, k, s = np.nonzero(valid[:, :, None] & (mine.slot_order >= 0))
         shown = mine.slot_order[p, k, s]
         code = generator_code[p, shown]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from audit_core.selection.debiased.calls import OrderedCalls, prompt_ranges
+from audit_core.selection.debiased.calls import OrderedCalls, prompt_chunks
 from audit_core.selection.debiased.slot_prior import cross_fitted_priors
 from audit_core.selection.debiased.subsets import DEFAULT_FOLDS, folds
 from audit_core.selection.debiased.ties import best_of
@@ -43,7 +43,7 @@ def calibrated_picks(calls: OrderedCalls, n_folds: int = DEFAULT_FOLDS) -> Calib
     """The calibrated policy's pick per prompt (module docstring); the scores a chunk of prompts at a time."""
     fold = folds(calls.prompt_ids, n_folds)
     priors = cross_fitted_priors(calls, fold, n_folds)
-    parts = [_scored(calls.rows(lo, hi), fold[lo:hi], priors) for lo, hi in prompt_ranges(calls.n_prompts)]
+    parts = [_scored(calls.rows(rows), fold[rows], priors) for rows in prompt_chunks(calls.n_prompts)]
     pick, scores, partial, abstained = (np.concatenate(column) for column in zip(*parts))
     return CalibratedPicks(pick=pick, scores=scores, fold=fold, priors=priors, partial=partial, abstained=abstained)
 

@@ -8,7 +8,7 @@ columns canonical candidates (0..M−1, padded where a pool is smaller), axis 1 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TypeVar
 
@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from audit_core.errors import InputError
+from audit_core.selection.chunks import row_chunks
 from audit_core.selection.data import SelectionData, index_dtype, release_arrow_memory
 from audit_core.selection.debiased.ties import tie_order
 from audit_core.store.database import has_column
@@ -28,12 +29,10 @@ ENTRY_CHUNK = 1 << 22  # slot and ranking entries scattered into the arrays at o
 Result = TypeVar("Result")
 
 
-def prompt_ranges(n_prompts: int, size: int | None = None) -> Iterator[tuple[int, int]]:
-    """(lo, hi) of consecutive chunks of `size` (default CALL_CHUNK) prompts covering 0..n_prompts (one
-    empty chunk for none)."""
-    size = CALL_CHUNK if size is None else size
-    for lo in range(0, max(n_prompts, 1), size):
-        yield lo, min(lo + size, n_prompts)
+def prompt_chunks(n_prompts: int) -> list[slice]:
+    """`chunks.row_chunks` of CALL_CHUNK prompts, the chunks of every prompt-local pass over the calls
+    (CALL_CHUNK read at each call, so that one setting governs them all)."""
+    return row_chunks(n_prompts, CALL_CHUNK)
 
 
 @dataclass(frozen=True)
@@ -74,9 +73,9 @@ class OrderedCalls:
     def n_prompts(self) -> int:
         return len(self.prompt_ids)
 
-    def rows(self, lo: int, hi: int) -> OrderedCalls:
-        """The calls of prompts lo..hi−1 (views: every array has a row per prompt)."""
-        return replace(self, **{f.name: getattr(self, f.name)[lo:hi] for f in fields(self) if f.name != "judge"})
+    def rows(self, prompts: slice) -> OrderedCalls:
+        """The calls of the prompts in the slice `prompts` (views: every array has a row per prompt)."""
+        return replace(self, **{f.name: getattr(self, f.name)[prompts] for f in fields(self) if f.name != "judge"})
 
     @property
     def n_orders(self) -> int:
@@ -132,7 +131,7 @@ def by_prompt_chunks(calls: OrderedCalls, compute: Callable[[OrderedCalls], Resu
     """`compute(calls)` for a prompt-local `compute` (each prompt's results depend on its own calls only),
     made CALL_CHUNK prompts at a time so that its temporaries stay a chunk's size: `compute` returns a
     frozen dataclass whose every field is an array with a row per prompt, concatenated here."""
-    parts = [compute(calls.rows(lo, hi)) for lo, hi in prompt_ranges(calls.n_prompts)]
+    parts = [compute(calls.rows(rows)) for rows in prompt_chunks(calls.n_prompts)]
     return replace(parts[0], **{f.name: np.concatenate([getattr(part, f.name) for part in parts])
                                 for f in fields(parts[0])})
 
@@ -256,20 +255,20 @@ def _ordered(data: SelectionData, judge: str, shown: Mapping[str, np.ndarray], r
     hundreds of millions)."""
     n, width, k = data.n_prompts, data.mask.shape[1], data.n_orders(judge)
     slot_order = np.full((n, k, width), ABSENT, dtype=index_dtype(width))
-    for part in _entry_chunks(len(shown["row"])):
+    for part in row_chunks(len(shown["row"]), ENTRY_CHUNK):
         slot_order[shown["row"][part], shown["order_index"][part], shown["slot"][part]] = shown["canonical_index"][part]
 
     # a ranking is unusable when a label names no image of the pool: its call keeps no ranking
     r, o, rank, slot = ranked["row"], ranked["order_index"], ranked["rank"], ranked["slot"]
     canonical = np.full(len(slot), ABSENT, dtype=slot_order.dtype)
     unusable = np.zeros((n, k), dtype=bool)
-    for part in _entry_chunks(len(slot)):
+    for part in row_chunks(len(slot), ENTRY_CHUNK):
         inside = (0 <= slot[part]) & (slot[part] < width) & (rank[part] < width)
         mine = canonical[part]  # a view
         mine[inside] = slot_order[r[part][inside], o[part][inside], slot[part][inside]]
         unusable[r[part][mine < 0], o[part][mine < 0]] = True
     rankings = np.full((n, k, width), ABSENT, dtype=index_dtype(width))
-    for part in _entry_chunks(len(slot)):
+    for part in row_chunks(len(slot), ENTRY_CHUNK):
         keep = ~unusable[r[part], o[part]]
         rankings[r[part][keep], o[part][keep], rank[part][keep]] = canonical[part][keep]
 
@@ -293,11 +292,6 @@ def _ordered(data: SelectionData, judge: str, shown: Mapping[str, np.ndarray], r
         seconds=seconds,
         tie_ranks=tie_ranks,
     )
-
-
-def _entry_chunks(n_entries: int) -> Iterator[slice]:
-    """Consecutive slices of ENTRY_CHUNK entries covering 0..n_entries."""
-    return (slice(lo, lo + ENTRY_CHUNK) for lo in range(0, n_entries, ENTRY_CHUNK))
 
 
 def _label_probs(text: str, judge: str, prompt_id: str, order: int) -> dict[str, float]:

@@ -45,8 +45,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from audit_core.selection.chunks import row_chunks
 from audit_core.selection.data import index_dtype
-from audit_core.selection.debiased.calls import ABSENT, OrderedCalls, prompt_ranges
+from audit_core.selection.debiased.calls import ABSENT, OrderedCalls
 from audit_core.selection.debiased.ties import best_of
 
 DEFAULT_RIDGE = 0.1
@@ -103,7 +104,7 @@ class PlackettLuceFit:
 def ranking_stages(calls: OrderedCalls) -> Stages:
     """The choice stages of every call (module docstring): m − 1 per full ranking, 1 per pick alone; made
     a chunk of prompts at a time."""
-    parts = [_chunk_stages(calls.rows(lo, hi)) for lo, hi in prompt_ranges(calls.n_prompts, PROMPT_CHUNK)]
+    parts = [_chunk_stages(calls.rows(prompts)) for prompts in row_chunks(calls.n_prompts, PROMPT_CHUNK)]
     images, slots, counts = (np.concatenate(arrays) for arrays in zip(*parts))
     return Stages(images, slots, np.concatenate([[0], np.cumsum(counts)]), calls.width)
 
@@ -216,11 +217,11 @@ def _slot_effects(params: np.ndarray, n_theta: int, width: int) -> np.ndarray:
     return np.concatenate([[0.0], params[n_theta:]]) if len(params) > n_theta else np.zeros(width)
 
 
-def _chunk_at(theta: np.ndarray, beta: np.ndarray, stages: Stages, lo: int, hi: int) -> _Chunk:
-    """The stages of prompts lo..hi−1 at strengths theta (P, M) and slot effects beta (M,): the softmax of
-    the utilities θ_image + β_slot over each stage's images."""
-    width, n_prompts = stages.width, hi - lo
-    starts = stages.starts[lo:hi + 1]
+def _chunk_at(theta: np.ndarray, beta: np.ndarray, stages: Stages, prompts: slice) -> _Chunk:
+    """The stages of the prompts in the slice `prompts` (a `row_chunks` slice) at strengths theta (P, M) and
+    slot effects beta (M,): the softmax of the utilities θ_image + β_slot over each stage's images."""
+    width, n_prompts = stages.width, prompts.stop - prompts.start
+    starts = stages.starts[prompts.start:prompts.stop + 1]
     counts = np.diff(starts)
     prompt = np.repeat(np.arange(n_prompts), counts)
     depth = int(counts.max(initial=0))
@@ -230,7 +231,7 @@ def _chunk_at(theta: np.ndarray, beta: np.ndarray, stages: Stages, lo: int, hi: 
     absent = image < 0
     index = np.where(absent, n_prompts * width, prompt * width + image)
     image[absent], slot[absent] = 2 * width, width
-    utility = np.take(np.append(theta[lo:hi], -np.inf), index) + np.take(np.append(beta, 0.0), slot)
+    utility = np.take(np.append(theta[prompts], -np.inf), index) + np.take(np.append(beta, 0.0), slot)
     utility -= utility.max(axis=0)
     weight = np.exp(utility)
     total = weight.sum(axis=0)
@@ -264,16 +265,16 @@ def _evaluate(params: np.ndarray, stages: Stages, n_theta: int, ridge: float,
     theta, beta = params[:n_theta].reshape(-1, width), _slot_effects(params, n_theta, width)
     g_theta = gradient[:n_theta].reshape(-1, width)
     slot_block, coupling = ridge * np.eye(n_slots), np.zeros((n_slots, 1 + n_slots))
-    for lo, hi in prompt_ranges(stages.n_prompts, PROMPT_CHUNK):
-        chunk = _chunk_at(theta, beta, stages, lo, hi)
+    for prompts in row_chunks(stages.n_prompts, PROMPT_CHUNK):
+        chunk = _chunk_at(theta, beta, stages, prompts)
         value -= chunk.log_likelihood
         on_image, on_slot = chunk.gradient()
-        g_theta[lo:hi] += on_image
+        g_theta[prompts] += on_image
         gradient[n_theta:] += on_slot[1:n_slots + 1]
         if solved is not None:
             blocks = chunk.hessian(ridge, n_slots)
-            solved[lo:hi] = _solved_blocks(blocks, g_theta[lo:hi])
-            coupling += _coupling(blocks.cross, solved[lo:hi])
+            solved[prompts] = _solved_blocks(blocks, g_theta[prompts])
+            coupling += _coupling(blocks.cross, solved[prompts])
             slot_block += blocks.slots
     return _Evaluation(value, gradient, slot_block, coupling)
 
@@ -315,8 +316,8 @@ def penalised_hessian(params: np.ndarray, stages: Stages, n_prompts: int, width:
     """
     n_theta, n_slots = n_prompts * width, len(params) - n_prompts * width
     theta, beta = params[:n_theta].reshape(n_prompts, width), _slot_effects(params, n_theta, width)
-    blocks = [_chunk_at(theta, beta, stages, lo, hi).hessian(ridge, n_slots)
-              for lo, hi in prompt_ranges(n_prompts, PROMPT_CHUNK)]
+    blocks = [_chunk_at(theta, beta, stages, prompts).hessian(ridge, n_slots)
+              for prompts in row_chunks(n_prompts, PROMPT_CHUNK)]
     return Hessian(np.concatenate([b.strengths for b in blocks]), np.concatenate([b.cross for b in blocks]),
                    sum(b.slots for b in blocks) + ridge * np.eye(n_slots))
 
@@ -375,8 +376,8 @@ def plackett_luce_fit(calls: OrderedCalls, ridge: float = DEFAULT_RIDGE, slot_ef
     theta = params[:n_theta].reshape(n_prompts, width)
     beta = np.concatenate([[0.0], params[n_theta:]]) if slot_effects else np.zeros(width)
     acted = calls.valid.any(axis=1)
-    full = np.concatenate([calls.rows(lo, hi).full_ranking.all(axis=1)
-                           for lo, hi in prompt_ranges(n_prompts, PROMPT_CHUNK)])
+    full = np.concatenate([calls.rows(prompts).full_ranking.all(axis=1)
+                           for prompts in row_chunks(n_prompts, PROMPT_CHUNK)])
     eligible = calls.mask & acted[:, None]
     penalty = 0.5 * ridge * float(params @ params)
     return PlackettLuceFit(

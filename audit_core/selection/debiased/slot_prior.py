@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from audit_core.selection.debiased.calls import OrderedCalls, prompt_ranges
+from audit_core.selection.debiased.calls import OrderedCalls, prompt_chunks
 
 
 def slot_prior(calls: OrderedCalls, prompts: np.ndarray) -> np.ndarray:
     """(M + 1, M) π[m, s] estimated on the calls of `prompts` ((P,) bool); 0 where s ≥ m."""
     width = calls.width
     counts = np.zeros((width + 1, width))
-    for lo, hi in prompt_ranges(calls.n_prompts):  # a chunk of prompts' calls at a time
-        slots = calls.rows(lo, hi).pick_slots
-        sizes = np.broadcast_to(calls.pool_sizes[lo:hi, None], slots.shape)
-        used = prompts[lo:hi, None] & (slots >= 0)
+    for rows in prompt_chunks(calls.n_prompts):  # a chunk of prompts' calls at a time
+        slots = calls.rows(rows).pick_slots
+        sizes = np.broadcast_to(calls.pool_sizes[rows, None], slots.shape)
+        used = prompts[rows, None] & (slots >= 0)
         np.add.at(counts, (sizes[used], slots[used]), 1.0)
     m = np.arange(width + 1)[:, None]
     offered = np.arange(width)[None, :] < m

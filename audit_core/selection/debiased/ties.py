@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.dtypes import StringDType
 
+from audit_core.selection.chunks import row_chunks
 from audit_core.selection.data import NO_PICK, index_dtype
 from audit_core.stats.id_hash import id_hashes
 
@@ -25,8 +26,7 @@ def tie_order(prompt_ids: np.ndarray, candidate_ids: np.ndarray, mask: np.ndarra
     so a study of millions of prompts never holds them all."""
     order = np.full(np.shape(mask), -1, dtype=index_dtype(np.shape(mask)[1]))
     prompts = np.asarray(prompt_ids, dtype=StringDType())
-    for lo in range(0, len(order), TIE_CHUNK):
-        rows = slice(lo, lo + TIE_CHUNK)
+    for rows in row_chunks(len(order), TIE_CHUNK):
         texts = np.char.add(np.char.add(prompts[rows, None], "/"), np.asarray(candidate_ids[rows], dtype=StringDType()))
         keys = np.where(mask[rows], id_hashes(texts, "tie"), np.iinfo(np.uint64).max)
         rank = np.argsort(np.argsort(keys, axis=1, kind="stable"), axis=1, kind="stable")

@@ -93,7 +93,7 @@ def test_prompt_local_methods_in_chunks_of_three_prompts_equal_one_chunk(judgeac
 
     whole = everything()
     monkeypatch.setattr(calls, "CALL_CHUNK", 3)
-    assert data.n_prompts > 3 * 10 and len(list(calls.prompt_ranges(data.n_prompts))) > 10
+    assert data.n_prompts > 3 * 10 and len(calls.prompt_chunks(data.n_prompts)) > 10
     for one, chunked in zip(whole, everything(), strict=True):
         if isinstance(one, pd.DataFrame):
             pd.testing.assert_frame_equal(chunked, one, check_exact=True)
