@@ -3,11 +3,16 @@
 Above `poisson.POISSON_ABOVE` prompts every policy and slice mean of the selection audit is a ratio of
 sums over prompts (`audit_core.selection.partials`). This engine writes the per-prompt columns those sums
 need to Parquet partitions (`export_columns`: prompt id, the ratings of each candidate slot, each
-deterministic policy's pick, each slice's value index; PARTITION_PROMPTS prompts a file), reads them
-with Ray Data, reduces each batch of prompts to its `Partials` on the workers (`chunk_partials`, the
-function the local engine runs) and adds them up on the driver one batch at a time, so the driver holds
-one batch's sums, never the columns of the whole study. The policies themselves (the gates' and the
-debiased selectors' picks) and the other tables are made by the driver from the store, as locally.
+deterministic policy's pick, each slice's value index; PARTITION_PROMPTS prompts a file). Ray Data runs
+one task per file (`partition_partials`): the worker reads the file and reduces it to its `Partials`,
+chunk_rows prompts at a time with `chunk_partials`, the function the local engine runs; the driver adds
+the files' sums up one at a time, so it holds one file's sums, never the columns of the whole study.
+One `Partials` a file, not one a chunk: each is resamples × statistics floats (tens of MB at 1,000
+resamples), which would otherwise cross the object store once for every 4,096 prompts; and one task a
+file, so the files are reduced side by side on as many workers (Ray Data's own Parquet reader puts
+small files in one task). Only the files this audit wrote are read, whatever else the folder holds.
+The policies themselves (the gates' and the debiased selectors' picks) and the other tables are made
+by the driver from the store, as locally.
 
 The Parquet files go to a temporary folder on this machine, removed afterwards, or to `folder` (kept):
 on a cluster, a folder on storage every node reads at the same path. Which cluster: `$RAY_ADDRESS`
@@ -23,13 +28,14 @@ import math
 import os
 import pickle
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from audit_core.selection.chunks import row_chunks
 from audit_core.selection.data import SelectionData
 from audit_core.selection.partials import DRAWN_KINDS, Layout, Partials, chunk_partials, chunk_rows
 from audit_core.stats.poisson import prompt_keys
@@ -65,20 +71,33 @@ def export_columns(layout: Layout, data: SelectionData, everything: Sequence, pa
     return written
 
 
-def batch_partials(batch: dict[str, np.ndarray], layout: Layout) -> dict[str, np.ndarray]:
-    """One Ray Data batch of exported columns (numpy format) -> {"partials": [its pickled Partials]}."""
+def columns_partials(columns: Mapping[str, np.ndarray], layout: Layout) -> Partials:
+    """The Partials of exported columns (`export_columns`' names, numpy arrays): the sum of their chunks'
+    `chunk_partials`, chunk_rows(layout.resampling) prompts each, in order."""
     slots: dict[str, int] = {}
-    for column in batch:
+    for column in columns:
         head, _, tail = column.partition("/")
         if tail and head not in ("pick", "slice"):
             slots[head] = max(slots.get(head, 0), int(tail) + 1)
-    outcomes = {name: np.column_stack([batch[f"{name}/{j}"] for j in range(width)]).astype(float)
+    outcomes = {name: np.column_stack([columns[f"{name}/{j}"] for j in range(width)]).astype(float)
                 for name, width in slots.items()}
-    picks = {ref.name: batch[f"pick/{i}"].astype(np.int64) for i, ref in enumerate(layout.policies)
+    picks = {ref.name: columns[f"pick/{i}"].astype(np.int64) for i, ref in enumerate(layout.policies)
              if ref.kind not in DRAWN_KINDS}
-    codes = [batch[f"slice/{j}"].astype(np.int64) for j in range(len(layout.slices))]
-    partials = chunk_partials(layout, prompt_keys(batch["prompt_id"]), outcomes, picks, codes)
-    return {"partials": np.array([pickle.dumps(partials)], dtype=object)}
+    codes = [columns[f"slice/{j}"].astype(np.int64) for j in range(len(layout.slices))]
+    keys = prompt_keys(columns["prompt_id"])
+    total = None
+    for rows in row_chunks(len(keys), chunk_rows(layout.resampling)):
+        part = chunk_partials(layout, keys[rows], {name: v[rows] for name, v in outcomes.items()},
+                              {name: v[rows] for name, v in picks.items()}, [code[rows] for code in codes])
+        total = part if total is None else total + part
+    return total
+
+
+def partition_partials(row: dict[str, str], layout: Layout) -> dict[str, bytes]:
+    """One Ray Data row {"path": a Parquet file of `export_columns`} -> {"partials": its pickled Partials}."""
+    table = pq.read_table(row["path"])
+    return {"partials": pickle.dumps(columns_partials({name: table[name].to_numpy() for name in table.column_names},
+                                                      layout))}
 
 
 def _connect() -> bool:
@@ -110,15 +129,15 @@ def ray_reducer(folder: Path | None = None, partitions: int | None = None):
 
         with tempfile.TemporaryDirectory(prefix="judge-audit-parquet-") as temporary:
             target = Path(folder) if folder is not None else Path(temporary)
-            export_columns(layout, data, everything, parts, target, partitions)
+            files = export_columns(layout, data, everything, parts, target, partitions)
             started = _connect()
             try:
-                sums = ray.data.read_parquet(str(target)).map_batches(
-                    batch_partials, fn_kwargs={"layout": layout}, batch_format="numpy",
-                    batch_size=chunk_rows(layout.resampling))
+                sums = ray.data.from_items([{"path": str(path)} for path in files],
+                                           override_num_blocks=len(files)).map(partition_partials,
+                                                                                fn_kwargs={"layout": layout})
                 total = None
-                for batch in sums.iter_batches(batch_size=1, batch_format="numpy"):
-                    part = pickle.loads(batch["partials"][0])
+                for row in sums.iter_rows():
+                    part = pickle.loads(row["partials"])
                     total = part if total is None else total + part
             finally:
                 if started:

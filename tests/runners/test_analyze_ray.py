@@ -4,7 +4,8 @@ write the same tables as the local engine.
 A Ray head alone in a fresh network namespace (only its loopback; usage stats off), started by the test
 as the Ray run tests start theirs; the driver joins that namespace with `nsenter` and finds the head
 through RAY_ADDRESS. The generated dataset (benchmarks.synthetic, 3 judges × 3 orders) is audited above
-the Poisson threshold, which the driver lowers to 0 for this small set, split into 3 Parquet partitions.
+the Poisson threshold, which the driver lowers to 0 for this small set, split into 3 Parquet partitions
+in a kept folder that already holds another file, which the engine must leave alone and not read.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from audit_core.selection.partials import SUM_TOLERANCE
 from benchmarks.synthetic import build_synthetic_db
+from tests.support.frames import assert_frames_close
 from tests.support.paths import REPO
 from tests.support.ray_head import isolated_ray_head
 
@@ -53,23 +56,19 @@ def test_ray_engine_writes_the_local_engines_tables(ray_head, tmp_path):
                             *common], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert local.returncode == 0, local.stderr[-3000:]
     parquet = tmp_path / "parquet"
+    parquet.mkdir()
+    stale = parquet / "part-00009.parquet"  # a file an earlier run left in the kept folder: not this audit's
+    pq.write_table(pa.table({"prompt_id": ["not-a-prompt"], "alignment/0": [99.0]}), stale)
     remote = subprocess.run(["nsenter", "-t", str(pid), "-n", sys.executable, "-c", DRIVER, "--db", str(ray_db),
                              "--out", str(tmp_path / "ray"), "--engine", "ray", "--partitions", "3",
                              "--parquet", str(parquet), *common],
                             cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert remote.returncode == 0, remote.stderr[-3000:]
-    assert len(list(parquet.glob("*.parquet"))) == 3
+    assert len(list(parquet.glob("*.parquet"))) == 4 and pq.read_table(stale).num_rows == 1
     tables = sorted(p.name for p in (tmp_path / "local").glob("*.csv"))
     assert tables == sorted(p.name for p in (tmp_path / "ray").glob("*.csv")) and "policies.csv" in tables
     for name in tables:
-        left, right = pd.read_csv(tmp_path / "local" / name), pd.read_csv(tmp_path / "ray" / name)
-        assert list(left.columns) == list(right.columns) and len(left) == len(right), name
-        for column in left.columns:
-            if left[column].dtype.kind in "fi":
-                np.testing.assert_allclose(left[column].to_numpy(float), right[column].to_numpy(float),
-                                           rtol=SUM_TOLERANCE, atol=SUM_TOLERANCE, equal_nan=True,
-                                           err_msg=f"{name}: {column}")
-            else:
-                assert left[column].astype(str).tolist() == right[column].astype(str).tolist(), f"{name}: {column}"
+        assert_frames_close(pd.read_csv(tmp_path / "local" / name), pd.read_csv(tmp_path / "ray" / name),
+                            SUM_TOLERANCE, name)
     summary = json.loads((tmp_path / "ray" / "summary.json").read_text())
     assert summary["resamples"] == 200 and summary["seed"] == 3

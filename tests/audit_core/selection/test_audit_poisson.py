@@ -18,6 +18,7 @@ from audit_core.selection.policy_rows import SIDE_OUTCOMES
 from audit_core.stats.poisson import prompt_keys
 from audit_core.stats.resampling import Resampling
 from audit_core.store.schema import ERROR_OUTCOMES
+from tests.support.frames import assert_frames_close
 from tests.support.paths import REPO
 from tests.support.selection_data import random_data
 
@@ -38,17 +39,6 @@ def _frames(data, everything, parts, resampling, order: np.ndarray, cuts: list[i
     return partials.policy_frames(layout, total)
 
 
-def _assert_frames_close(left: pd.DataFrame, right: pd.DataFrame, rtol: float) -> None:
-    assert list(left.columns) == list(right.columns) and len(left) == len(right)
-    for column in left.columns:
-        a, b = left[column].to_numpy(), right[column].to_numpy()
-        if left[column].dtype.kind in "fi":
-            np.testing.assert_allclose(a.astype(float), b.astype(float), rtol=rtol, atol=rtol, equal_nan=True,
-                                       err_msg=column)
-        else:
-            assert list(map(str, a)) == list(map(str, b)), column
-
-
 def test_sums_do_not_depend_on_row_order_or_chunking():
     """1, 3 and 7 chunks of uneven sizes and a shuffled order give the same tables: exactly in the counts and
     medians, within partials.SUM_TOLERANCE (float32 sums within a chunk) in every mean and interval."""
@@ -62,7 +52,7 @@ def test_sums_do_not_depend_on_row_order_or_chunking():
     for order, cuts in ((np.arange(n), [100, 1_100]), (np.arange(n), [1, 2, 50, 400, 401, 1_000]),
                         (shuffled, [700]), (shuffled, [10, 20, 300, 900, 1_200, 1_499])):
         for left, right in zip(whole, _frames(data, everything, parts, resampling, order, cuts)):
-            _assert_frames_close(left, right, partials.SUM_TOLERANCE)
+            assert_frames_close(left, right, partials.SUM_TOLERANCE)
 
 
 def test_point_estimates_equal_and_intervals_agree_with_the_fixed_n_path(monkeypatch):
@@ -78,7 +68,7 @@ def test_point_estimates_equal_and_intervals_agree_with_the_fixed_n_path(monkeyp
         other = poisson.tables()[name]
         assert list(frame.columns) == list(other.columns), name
         points = [c for c in frame.columns if not c.endswith(("_lo", "_hi", "_lo_bonf", "_hi_bonf"))]
-        _assert_frames_close(frame[points], other[points], 1e-12)
+        assert_frames_close(frame[points], other[points], 1e-12)
     for stat in ("utility", "regret", "gain", "best", "bmr_delta"):
         se = (fixed.policies[f"{stat}_hi"] - fixed.policies[f"{stat}_lo"]) / (2 * 1.96)
         for end in ("lo", "hi"):
