@@ -2,7 +2,7 @@
 
     python -m benchmarks.bench_scale --prompts 1000000 10000000 --out /tmp/judge-audit-scale \\
         [--formats parquet csv jsonl] [--steps generate ingest analyze] [--resamples 1000] \\
-        [--memory-limit 20GiB] [--keep]
+        [--engine local|ray] [--memory-limit 20GiB] [--keep]
 
 For each size N, in OUT/N/ (OUT must lie outside the repository):
 
@@ -10,11 +10,15 @@ For each size N, in OUT/N/ (OUT must lie outside the repository):
   CLIP-like scorer, in chunks of 100,000 prompts) in every format asked;
 - ingest: `python -m runners.ingest table` reads it, once per format, each into a store of its own
   (the table size limit, $JUDGE_AUDIT_MAX_TABLE_BYTES, raised to the largest of these files);
-- analyze: `python -m runners.analyze --resamples R` audits the first format's store (the others are
-  deleted once measured, unless --keep), with the audit cache beside it removed first: every run audits.
+- analyze: `python -m runners.analyze --resamples R --engine E` audits the first format's store (the
+  others are deleted once measured, unless --keep), with the audit cache beside it removed first: every
+  run audits. With `--engine ray` and no $RAY_ADDRESS the audit starts a local Ray instance of its own.
 
 Each step runs as a child process; its wall time and peak resident memory (the child's own ru_maxrss,
-from wait4) are printed in a table. A watchdog reads the child's resident memory ten times a second
+from wait4) are printed in a table, and beside them the peak of the proportional memory (PSS, shared
+pages split among the processes that map them) of the child and every process it started, read once a
+second: for `--engine ray` the driver, Ray's own processes and its workers with the object store's
+shared pages counted once. A watchdog reads the child's resident memory ten times a second
 and stops it (SIGKILL) once it passes --memory-limit, which the table reports as such, rather than
 leaving the machine to the kernel's OOM killer. The data are deleted afterwards unless --keep.
 """
@@ -40,6 +44,7 @@ from benchmarks.synthetic import FORMATS, JUDGE_STYLES
 REPO = Path(__file__).resolve().parents[1]
 STEPS = ("generate", "ingest", "analyze")
 POLL_SECONDS = 0.1
+TREE_POLL_SECONDS = 1.0
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
@@ -53,13 +58,15 @@ def byte_count(text: str) -> int:
 
 @dataclass
 class Step:
-    """What one child process did: its wall time, peak resident memory and how it ended."""
+    """What one child process did: its wall time, peak resident memory, the peak proportional memory of
+    it and the processes it started, and how it ended."""
 
     prompts: int
     step: str
     form: str
     seconds: float
     peak_bytes: int
+    tree_bytes: int
     result: str
 
 
@@ -75,20 +82,56 @@ def resident_bytes(pid: int) -> int:
     return 0
 
 
-def run_step(argv: list[str], limit: int, env: dict[str, str], log: Path) -> tuple[float, int, str]:
-    """Run `argv` as a child (output to `log`); (wall seconds, peak resident bytes, result)."""
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process below it (/proc/<pid>/task/<tid>/children), parents first."""
+    found, at = [pid], 0
+    while at < len(found):
+        try:
+            tasks = os.listdir(f"/proc/{found[at]}/task")
+        except OSError:
+            tasks = []
+        for task in tasks:
+            try:
+                with open(f"/proc/{found[at]}/task/{task}/children") as children:
+                    found += [int(child) for child in children.read().split()]
+            except OSError:
+                pass
+        at += 1
+    return found
+
+
+def proportional_bytes(pid: int) -> int:
+    """The proportional set size of process `pid` now (Pss of /proc/<pid>/smaps_rollup), 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def run_step(argv: list[str], limit: int, env: dict[str, str], log: Path) -> tuple[float, int, int, str]:
+    """Run `argv` as a child (output to `log`); (wall seconds, peak resident bytes of the child, peak
+    proportional bytes of the child and its descendants, result)."""
     started = time.perf_counter()
     with open(log, "w") as out:
         child = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
     exceeded = threading.Event()
     finished = threading.Event()
+    tree_peak = [0]
 
     def watch() -> None:
+        last_tree = 0.0
         while not finished.wait(POLL_SECONDS):
             if resident_bytes(child.pid) > limit:
                 exceeded.set()
                 os.kill(child.pid, signal.SIGKILL)
                 return
+            if time.perf_counter() - last_tree >= TREE_POLL_SECONDS:
+                last_tree = time.perf_counter()
+                tree_peak[0] = max(tree_peak[0], sum(proportional_bytes(pid) for pid in descendants(child.pid)))
 
     watchdog = threading.Thread(target=watch, daemon=True)
     watchdog.start()
@@ -99,10 +142,10 @@ def run_step(argv: list[str], limit: int, env: dict[str, str], log: Path) -> tup
     seconds = time.perf_counter() - started
     peak = usage.ru_maxrss * 1024  # Linux reports KiB
     if exceeded.is_set():
-        return seconds, peak, f"stopped: resident memory passed {limit / (1 << 30):.1f} GiB"
+        return seconds, peak, tree_peak[0], f"stopped: resident memory passed {limit / (1 << 30):.1f} GiB"
     if child.returncode != 0:
-        return seconds, peak, f"failed (exit {child.returncode})"
-    return seconds, peak, "ok"
+        return seconds, peak, tree_peak[0], f"failed (exit {child.returncode})"
+    return seconds, peak, tree_peak[0], "ok"
 
 
 def dataset_files(folder: Path, form: str) -> dict[str, Path]:
@@ -136,9 +179,10 @@ def bench_size(n: int, args: argparse.Namespace, env: dict[str, str]) -> list[St
             db = folder / f"store-{form}.duckdb"
             plan.append(("ingest", form, ingest_argv(folder, form, db, dataset)))
     if "analyze" in args.steps:
-        plan.append(("analyze", args.formats[0], [sys.executable, "-m", "runners.analyze", "--db",
-                                                  str(folder / f"store-{args.formats[0]}.duckdb"), "--dataset", dataset,
-                                                  "--out", str(folder / "analysis"), "--resamples", str(args.resamples)]))
+        db = folder / f"store-{args.formats[0]}.duckdb"
+        plan.append(("analyze", f"{args.formats[0]}-{args.engine}", [
+            sys.executable, "-m", "runners.analyze", "--db", str(db), "--dataset", dataset,
+            "--out", str(folder / f"analysis-{args.engine}"), "--resamples", str(args.resamples), "--engine", args.engine]))
     for step, form, argv in plan:
         log = folder / f"{step}-{form}.log"
         if step == "ingest":
@@ -149,11 +193,11 @@ def bench_size(n: int, args: argparse.Namespace, env: dict[str, str]) -> list[St
             env = dict(env, JUDGE_AUDIT_MAX_TABLE_BYTES=str(largest))
         if step == "analyze":  # audit afresh, not from the cache an earlier run kept beside the store
             shutil.rmtree(audit_cache.cache_folder(folder / f"store-{args.formats[0]}.duckdb"), ignore_errors=True)
-        seconds, peak, result = run_step(argv, args.memory_limit, env, log)
+        seconds, peak, tree, result = run_step(argv, args.memory_limit, env, log)
         if step == "ingest" and form != args.formats[0] and not args.keep:  # only the first is audited: free the disk
             for written in (db, db.with_name(db.name + ".wal")):
                 written.unlink(missing_ok=True)
-        done.append(Step(n, step, form, seconds, peak, result))
+        done.append(Step(n, step, form, seconds, peak, tree, result))
         print(_row(done[-1]), flush=True)
         if result != "ok":
             print("".join(f"    | {line}" for line in log.read_text(errors="replace").splitlines(True)[-8:]), flush=True)
@@ -161,12 +205,12 @@ def bench_size(n: int, args: argparse.Namespace, env: dict[str, str]) -> list[St
     return done
 
 
-HEADER = f"{'prompts':>10}  {'step':<9} {'format':<20} {'wall s':>9} {'peak GiB':>9}  result"
+HEADER = f"{'prompts':>10}  {'step':<9} {'format':<20} {'wall s':>9} {'peak GiB':>9} {'tree GiB':>9}  result"
 
 
 def _row(step: Step) -> str:
     return (f"{step.prompts:>10,}  {step.step:<9} {step.form:<20} {step.seconds:>9.1f} "
-            f"{step.peak_bytes / (1 << 30):>9.2f}  {step.result}")
+            f"{step.peak_bytes / (1 << 30):>9.2f} {step.tree_bytes / (1 << 30):>9.2f}  {step.result}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -176,6 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--formats", nargs="+", choices=FORMATS, default=list(FORMATS))
     parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS))
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples of the audit")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="the audit's engine (runners.analyze --engine; default local)")
     parser.add_argument("--memory-limit", type=byte_count, default=20 << 30,
                         help="stop a step whose resident memory passes this (default 20GiB)")
     parser.add_argument("--keep", action="store_true", help="leave the generated data and stores in OUT")
