@@ -74,9 +74,10 @@ def browsers(tmp_path_factory):
         driver.quit()
 
 
-def settle(driver, timeout: float = 20) -> str:
+def settle(driver, timeout: float = 90) -> str:
     """The page's text once it shows the annotator's progress and its script has stopped running (two
-    quiet looks in a row)."""
+    quiet looks in a row); at most `timeout` seconds, ample for a fresh server's first page on two busy
+    cores (a quiet page returns at once)."""
     from selenium.webdriver.common.by import By
 
     deadline, quiet = time.time() + timeout, 0
@@ -97,7 +98,9 @@ def button(driver, label: str):
 
 def done(text: str) -> int:
     """The items done, as the progress bar says ("3 of 4 items done")."""
-    return int(re.search(r"(\d+) of \d+ items done", text)[1])
+    found = re.search(r"(\d+) of \d+ items done", text)
+    assert found, f"the page shows no progress: {text[-1500:]!r}"
+    return int(found[1])
 
 
 def press(driver, key: str) -> None:
