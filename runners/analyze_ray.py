@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from audit_core.selection.chunks import row_chunks
+from audit_core.chunks import row_chunks
 from audit_core.selection.data import SelectionData
 from audit_core.selection.partials import DRAWN_KINDS, Layout, Partials, chunk_partials, chunk_rows
 from audit_core.stats.poisson import prompt_keys

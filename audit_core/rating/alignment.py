@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from audit_core.chunks import row_chunks
 from audit_core.rating.reliability import pool_consensus, require_columns
 from audit_core.stats.bootstrap import count_weights, percentile_interval, ratio
 from audit_core.stats.resampling import Resampling
@@ -406,16 +407,15 @@ def _resampled_group_sums(
     ordered = np.ascontiguousarray(x[units.order], dtype=np.float32)
     chunk = max(1, min(WEIGHT_ELEMENTS // max(n, 1), GROUP_ELEMENTS // max(n_groups * width, 1)))
     rng = np.random.default_rng(resampling.seed)
-    for start in range(0, resampling.resamples, chunk):
-        stop = min(resampling.resamples, start + chunk)
-        weights = np.take(count_weights(rng, stop - start, n, np.float32), units.order, axis=1)
-        sums = np.zeros((n_groups, stop - start, width), dtype=np.float32)
+    for rows in row_chunks(resampling.resamples, chunk):
+        weights = np.take(count_weights(rng, rows.stop - rows.start, n, np.float32), units.order, axis=1)
+        sums = np.zeros((n_groups, rows.stop - rows.start, width), dtype=np.float32)
         for k, groups in enumerate(units.groups):
             lo, hi = units.bounds[k], units.bounds[k + 1]
             block = weights[:, lo:hi] @ ordered[lo:hi]
             for g in groups:
                 sums[g] += block
-        yield slice(start, stop), sums
+        yield rows, sums
 
 
 # ---------------------------------------------------------------------------- statistics
@@ -594,9 +594,9 @@ def _bootstrap(
 def _interval(samples: np.ndarray | None, point: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """95% percentile interval per cell, computed in blocks of cells; NaN where the point is NaN."""
     lo, hi = np.full(len(point), np.nan), np.full(len(point), np.nan)
-    for start in range(0, len(point) if samples is not None else 0, STAT_BLOCK):
-        block = slice(start, start + STAT_BLOCK)
-        lo[block], hi[block] = percentile_interval(samples[block].T)
+    if samples is not None:
+        for block in row_chunks(len(point), STAT_BLOCK):
+            lo[block], hi[block] = percentile_interval(samples[block].T)
     undefined = np.isnan(point)
     lo[undefined], hi[undefined] = np.nan, np.nan
     return lo, hi

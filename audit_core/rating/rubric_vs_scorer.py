@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from audit_core.chunks import row_chunks
 from audit_core.stats.bootstrap import count_weights, percentile_interval
 from audit_core.stats.resampling import Resampling
 
@@ -104,9 +105,8 @@ def _pair_row(s: np.ndarray, score: np.ndarray, resampling: Resampling) -> dict[
     samples = np.full((resamples, 2), np.nan)
     rng = np.random.default_rng(resampling.seed)
     step = max(1, CHUNK_ELEMENTS // n)
-    for start in range(0, resamples, step):
-        stop = min(resamples, start + step)
-        samples[start:stop] = np.column_stack(correlations(s, score, count_weights(rng, stop - start, n)))
+    for block in row_chunks(resamples, step):
+        samples[block] = np.column_stack(correlations(s, score, count_weights(rng, block.stop - block.start, n)))
     lo, hi = percentile_interval(samples) if resamples else (np.full(2, np.nan), np.full(2, np.nan))
     return row | {"pearson_lo": lo[0], "pearson_hi": hi[0], "spearman_lo": lo[1], "spearman_hi": hi[1]}
 

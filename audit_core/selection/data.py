@@ -17,7 +17,7 @@ import pyarrow as pa
 from numpy.dtypes import StringDType
 
 from audit_core import store
-from audit_core.selection.chunks import row_chunks
+from audit_core.chunks import row_chunks
 from audit_core.store.schema import DEFAULT_POOL
 
 NO_PICK = -1  # the call ran but returned no valid pick (parse or runtime failure)

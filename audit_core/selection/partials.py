@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from audit_core.chunks import row_chunks
 from audit_core.selection import gates, groups, metrics
 from audit_core.selection.data import SelectionData
 from audit_core.selection.policy_rows import (
@@ -388,10 +389,9 @@ def local_partials(layout: Layout, data: SelectionData, everything: Sequence, pa
     its threads cost more than they saved)."""
     keys = prompt_keys(data.prompts["prompt_id"])
     codes = [p.codes for p in parts]
-    workers = max(1, min(bootstrap.WORKERS, -(-data.n_prompts // chunk_rows(layout.resampling))))
+    workers = max(1, min(bootstrap.WORKERS, len(row_chunks(data.n_prompts, chunk_rows(layout.resampling)))))
 
-    def chunk_sum(lo: int, hi: int) -> Partials:
-        rows = slice(lo, hi)
+    def chunk_sum(rows: slice) -> Partials:
         return chunk_partials(layout, keys[rows], {k: v[rows] for k, v in data.outcomes.items()},
                               {ev.name: ev.choice[rows] for ev in everything if ev.kind not in DRAWN_KINDS},
                               [code[rows] for code in codes])

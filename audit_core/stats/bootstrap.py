@@ -81,6 +81,7 @@ import numpy as np
 from scipy import fft, sparse
 from threadpoolctl import ThreadpoolController
 
+from audit_core.chunks import row_chunks
 from audit_core.stats.resampling import Resampling
 from audit_core.stats.study_draws import StudyDraws
 
@@ -135,22 +136,22 @@ def one_blas_thread() -> contextlib.AbstractContextManager:
     return _THREADPOOLS.limit(limits=1, user_api="blas")
 
 
-def chunked_sum(n_rows: int, step: int, chunk_sum: Callable[[int, int], Summable]) -> Summable | None:
-    """Σ over the chunks lo..hi of `step` rows of chunk_sum(lo, hi) (None without rows), on up to WORKERS
-    threads with BLAS on one: thread i adds chunks i, i + W, … in order and the threads' sums are added in
-    thread order, so the sum is the same whatever their timing."""
-    starts = range(0, n_rows, step)
-    workers = max(1, min(WORKERS, len(starts)))
+def chunked_sum(n_rows: int, step: int, chunk_sum: Callable[[slice], Summable]) -> Summable | None:
+    """Σ over the `chunks.row_chunks` of `step` rows of chunk_sum(rows) (None without rows: no call), on up
+    to WORKERS threads with BLAS on one: thread i adds chunks i, i + W, … in order and the threads' sums are
+    added in thread order, so the sum is the same whatever their timing."""
+    chunks = row_chunks(n_rows, step) if n_rows else []
+    workers = max(1, min(WORKERS, len(chunks)))
 
-    def added(mine: range) -> Summable | None:
+    def added(mine: list[slice]) -> Summable | None:
         total = None
-        for lo in mine:
-            part = chunk_sum(lo, min(lo + step, n_rows))
+        for rows in mine:
+            part = chunk_sum(rows)
             total = part if total is None else total + part
         return total
 
     with one_blas_thread(), ThreadPoolExecutor(workers) as pool:
-        sums = list(pool.map(added, [starts[i::workers] for i in range(workers)]))
+        sums = list(pool.map(added, [chunks[i::workers] for i in range(workers)]))
     total = None
     for part in sums:
         total = part if total is None else total + part

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from audit_core.chunks import row_chunks
 from audit_core.stats.bootstrap import chunked_sum, percentile_interval, percentile_intervals
 from audit_core.stats.bootstrap import ratio as bootstrap_ratio
 from audit_core.stats.id_hash import id_hashes
@@ -84,8 +85,8 @@ def poisson_weights(keys: np.ndarray, seed: int, start: int, stop: int) -> np.nd
     keys = keys.astype(np.uint64)
     weights = np.empty((len(keys), stop - start), dtype=np.uint8)
     rows = max(1, MIX_ELEMENTS // max(stop - start, 1))
-    for lo in range(0, len(keys), rows):
-        weights[lo:lo + rows] = _block_weights(keys[lo:lo + rows], resample)
+    for block in row_chunks(len(keys), rows):
+        weights[block] = _block_weights(keys[block], resample)
     return weights
 
 
@@ -120,13 +121,13 @@ def weighted_sums(keys: np.ndarray, values: np.ndarray, resampling: Resampling) 
         raise ValueError(f"{len(keys)} keys for {len(values)} rows of values")
     if np.isnan(values).any():
         raise ValueError("values must not hold NaN: give 0 with a 0 acted-on indicator instead")
-    return _block_sums(keys, lambda lo, hi: values[lo:hi], values.shape[1], resampling, np.float64)
+    return _block_sums(keys, lambda block: values[block], values.shape[1], resampling, np.float64)
 
 
-def _block_sums(keys: np.ndarray, rows: Callable[[int, int], np.ndarray], width: int, resampling: Resampling,
+def _block_sums(keys: np.ndarray, rows: Callable[[slice], np.ndarray], width: int, resampling: Resampling,
                 dtype: type) -> np.ndarray:
-    """(B, width) float64 sums Σ_p w_pb · rows(lo, hi)[p − lo, j] over the prompts with `keys`, `rows`
-    giving the (hi − lo, width) values of the prompts lo..hi−1.
+    """(B, width) float64 sums Σ_p w_pb · rows(block)[p − block.start, j] over the prompts with `keys`, `rows`
+    giving the (block.stop − block.start, width) values of the prompts in the `chunks.row_chunks` slice block.
 
     A block of BLOCK_ELEMENTS weights at a time, its products in `dtype`, added up in float64 by
     `bootstrap.chunked_sum` (on its threads, in an order that does not depend on their timing)."""
@@ -134,9 +135,9 @@ def _block_sums(keys: np.ndarray, rows: Callable[[int, int], np.ndarray], width:
     if resamples == 0 or len(keys) == 0:
         return np.zeros((resamples, width))
 
-    def block_sum(lo: int, hi: int) -> np.ndarray:
-        weights = poisson_weights(keys[lo:hi], resampling.seed, 0, resamples)
-        return (weights.T.astype(dtype) @ np.asarray(rows(lo, hi), dtype=dtype)).astype(np.float64)
+    def block_sum(block: slice) -> np.ndarray:
+        weights = poisson_weights(keys[block], resampling.seed, 0, resamples)
+        return (weights.T.astype(dtype) @ np.asarray(rows(block), dtype=dtype)).astype(np.float64)
 
     return chunked_sum(len(keys), max(1, BLOCK_ELEMENTS // resamples), block_sum)
 
@@ -196,11 +197,12 @@ class PoissonMeans:
         """Every entry's point estimate, NaN for a mean of no defined entry or a ratio over a zero sum."""
         return np.array(self._points, dtype=float)
 
-    def _rows(self, lo: int, hi: int) -> np.ndarray:
-        """(hi − lo, columns) float32 values of the prompts lo..hi−1, NaN read as 0 in filled columns."""
-        out = np.empty((hi - lo, len(self._columns)), dtype=np.float32, order="F")
+    def _rows(self, block: slice) -> np.ndarray:
+        """(block.stop − block.start, columns) float32 values of the prompts in the `chunks.row_chunks` slice
+        block, NaN read as 0 in filled columns."""
+        out = np.empty((block.stop - block.start, len(self._columns)), dtype=np.float32, order="F")
         for k, (values, filled) in enumerate(self._columns):
-            part = values[lo:hi]
+            part = values[block]
             out[:, k] = np.where(np.isnan(part), 0.0, part) if filled else part
         return out
 

@@ -16,8 +16,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from audit_core.chunks import row_chunks
 from audit_core.errors import InputError
-from audit_core.selection.chunks import row_chunks
 from audit_core.selection.data import SelectionData, index_dtype, release_arrow_memory
 from audit_core.selection.debiased.ties import tie_order
 from audit_core.store.database import has_column

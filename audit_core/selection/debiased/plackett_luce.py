@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from audit_core.selection.chunks import row_chunks
+from audit_core.chunks import row_chunks
 from audit_core.selection.data import index_dtype
 from audit_core.selection.debiased.calls import ABSENT, OrderedCalls
 from audit_core.selection.debiased.ties import best_of

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.dtypes import StringDType
 
-from audit_core.selection.chunks import row_chunks
+from audit_core.chunks import row_chunks
 from audit_core.selection.data import NO_PICK, index_dtype
 from audit_core.stats.id_hash import id_hashes
 

@@ -1,7 +1,8 @@
-"""Consecutive chunks of rows, the one loop every pass over a large study's arrays walks: each pass
-keeps its own chunk size beside it (`calls.CALL_CHUNK`, `calls.ENTRY_CHUNK`, `ties.TIE_CHUNK`,
-`data.STRING_CHUNK`, `plackett_luce.PROMPT_CHUNK`). Imports nothing from the project, so that any
-module of it can use it."""
+"""Consecutive chunks of rows: the one loop every pass over a large study's arrays walks, and every
+bootstrap that makes its resamples a block at a time. Each pass keeps its own chunk size beside it
+(`calls.CALL_CHUNK`, `partials.chunk_rows`, `poisson.MIX_ELEMENTS`, `rubric_vs_scorer.CHUNK_ELEMENTS`, …).
+A leaf beside `errors`: imports nothing from the project, so that every layer of it, `stats` included,
+can use it."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from audit_core.selection.chunks import row_chunks
+from audit_core.chunks import row_chunks
 
 
 @given(st.integers(0, 200), st.integers(1, 50))
