@@ -93,7 +93,7 @@ glance.frame(draw.table(ratings.rename(columns={"best": "best_rated"}), index=Tr
 st.subheader("What each judge's order-0 pick cost")
 st.caption("Regret = best − picked alignment; gain = picked − pool mean (random); below mean = gain < 0.")
 if sel.judges:
-    costs = browse.pool_outcomes({j: sel.outcomes(j) for j in sel.judges}, row).rename_axis("judge").rename(columns={
+    costs = browse.pool_outcomes(data, sel.judges, row).rename_axis("judge").rename(columns={
         "pick_id": "picked_image", "best": "picks_the_best", "agreement": "order_agreement",
         "parse_fail": "a_call_failed", "flip": "orders_flip"})
     glance.frame(draw.table(costs, index=True))

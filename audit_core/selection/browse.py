@@ -27,6 +27,7 @@ from audit_core.selection.debiased.calls import OrderedCalls
 from audit_core.selection.debiased.names import BORDA, CALIBRATED, PLACKETT_LUCE, PRIOR_CORRECTED
 from audit_core.selection.debiased.specs import DEBIASED_KIND, with_debiased
 from audit_core.selection.orders import slot_labels
+from audit_core.selection.outcomes import prompt_outcomes
 from audit_core.selection.policies import PolicyPicks, picks_of, policy_specs
 from audit_core.store import audit_cache
 from audit_core.store.schema import OUTCOMES
@@ -330,10 +331,12 @@ def candidate_table(data: SelectionData, row: int, votes: pd.DataFrame) -> pd.Da
     return table
 
 
-def pool_outcomes(frames: Mapping[str, pd.DataFrame], row: int) -> pd.DataFrame:
-    """One row per judge: that judge's prompt_outcomes row for the pool at `row`."""
+def pool_outcomes(data: SelectionData, judges: Sequence[str], row: int) -> pd.DataFrame:
+    """One row per judge of `judges`: its `outcomes.prompt_outcomes` row for the pool at `row`, computed on
+    that pool alone (every column is the prompt's own)."""
     columns = ["pick_id", "regret", "gain", "below_mean", "best", "flip", "agreement", "parse_fail"]
-    records = {judge: frame.iloc[row] for judge, frame in frames.items()}
+    pool = data.rows(slice(row, row + 1))
+    records = {judge: prompt_outcomes(pool, judge).iloc[0] for judge in judges}
     table = pd.DataFrame.from_dict(records, orient="index")
     return table.loc[:, [c for c in columns if c in table.columns]]
 

@@ -8,7 +8,7 @@ the same column whatever slot it was shown in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import duckdb
 import numpy as np
@@ -101,6 +101,18 @@ class SelectionData:
     def n_orders(self, judge: str) -> int:
         """K, the number of presentation orders recorded for `judge`."""
         return self.picks[judge].shape[1]
+
+    def rows(self, prompts: slice) -> SelectionData:
+        """The prompts in the slice `prompts` alone: views of every array, the prompts frame's rows
+        renumbered from 0."""
+        def each(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            return {name: values[prompts] for name, values in arrays.items()}
+
+        return replace(self, prompts=self.prompts.iloc[prompts].reset_index(drop=True),
+                       candidate_ids=self.candidate_ids[prompts], source_models=self.source_models[prompts],
+                       mask=self.mask[prompts], outcomes=each(self.outcomes), picks=each(self.picks),
+                       slots=each(self.slots), statuses=each(self.statuses), scores=each(self.scores),
+                       vote_variance=None if self.vote_variance is None else self.vote_variance[prompts])
 
 
 def load_selection_data(con: duckdb.DuckDBPyConnection, dataset_id: str, pool: str = DEFAULT_POOL) -> SelectionData:

@@ -11,6 +11,7 @@ from audit_core.selection import browse
 from audit_core.selection.outcomes import prompt_outcomes
 from audit_core.selection.policies import policy_picks
 from tests.support.app import FAILED, HTML_PROMPT, build_app_db, load_tiny, pick_rule
+from tests.support.selection_data import random_data
 
 
 @pytest.fixture(scope="module")
@@ -157,3 +158,24 @@ def test_gate_decisions_follow_policy_picks(data):
     for policy, chosen in picks.items():
         assert bool(table.loc[policy, "acts"]) == (chosen[row] >= 0)
     assert table.loc["alpha agree>=3/3", "candidate_id"] == ""
+
+
+def test_a_pools_outcomes_are_its_rows_of_every_judges_whole_outcomes():
+    """`pool_outcomes`, computed on one pool alone, equals each judge's prompt_outcomes row of that pool on
+    the whole study, for every pool (failed picks, 3- and 4-image pools); and `SelectionData.rows` holds
+    exactly those prompts' rows of every array."""
+    study = random_data(60, judges=("a", "b", "c"))
+    whole = {judge: prompt_outcomes(study, judge) for judge in study.judges}
+    for row in range(study.n_prompts):
+        table = browse.pool_outcomes(study, study.judges, row)
+        expected = pd.DataFrame.from_dict({j: frame.iloc[row] for j, frame in whole.items()}, orient="index")
+        pd.testing.assert_frame_equal(table, expected[table.columns])
+    part = study.rows(slice(7, 19))
+    assert part.prompts["prompt_id"].tolist() == study.prompts["prompt_id"].iloc[7:19].tolist()
+    assert part.prompts.index.tolist() == list(range(12))
+    for name in ("candidate_ids", "source_models", "mask"):
+        assert (getattr(part, name) == getattr(study, name)[7:19]).all(), name
+    for name in ("outcomes", "picks", "slots", "statuses", "scores"):
+        whole_arrays, arrays = getattr(study, name), getattr(part, name)
+        assert arrays.keys() == whole_arrays.keys() and all(
+            np.array_equal(arrays[k], whole_arrays[k][7:19], equal_nan=arrays[k].dtype.kind == "f") for k in arrays), name
