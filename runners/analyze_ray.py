@@ -96,8 +96,8 @@ def columns_partials(columns: Mapping[str, np.ndarray], layout: Layout) -> Parti
 def partition_partials(row: dict[str, str], layout: Layout) -> dict[str, bytes]:
     """One Ray Data row {"path": a Parquet file of `export_columns`} -> {"partials": its pickled Partials}."""
     table = pq.read_table(row["path"])
-    return {"partials": pickle.dumps(columns_partials({name: table[name].to_numpy() for name in table.column_names},
-                                                      layout))}
+    columns = {name: table[name].to_numpy() for name in table.column_names}
+    return {"partials": pickle.dumps(columns_partials(columns, layout))}
 
 
 def _connect() -> bool:
@@ -132,9 +132,8 @@ def ray_reducer(folder: Path | None = None, partitions: int | None = None):
             files = export_columns(layout, data, everything, parts, target, partitions)
             started = _connect()
             try:
-                sums = ray.data.from_items([{"path": str(path)} for path in files],
-                                           override_num_blocks=len(files)).map(partition_partials,
-                                                                                fn_kwargs={"layout": layout})
+                paths = ray.data.from_items([{"path": str(path)} for path in files], override_num_blocks=len(files))
+                sums = paths.map(partition_partials, fn_kwargs={"layout": layout})
                 total = None
                 for row in sums.iter_rows():
                     part = pickle.loads(row["partials"])
