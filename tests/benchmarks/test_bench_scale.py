@@ -42,14 +42,15 @@ def test_descendants_are_the_process_and_everything_below_it():
 
 
 def test_a_step_reports_its_own_peak_and_its_trees(tmp_path):
-    """A child that holds 200 MB and starts a grandchild holding 200 MB: the child's own peak sees one,
-    the tree's proportional peak both."""
+    """A child that holds 200 MB and starts a grandchild holding 200 MB: the child's own peak sees at least
+    one, the tree's proportional peak both. (The child's ru_maxrss has no upper bound here: a child forked
+    from a large test process starts with that process's resident pages counted.)"""
     hold = "import time; b = bytearray(200 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(3)"
     argv = [sys.executable, "-c", f"import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', {hold!r}]); "
                                   f"exec({hold!r}); p.wait()"]
     seconds, peak, tree, result = run_step(argv, 4 << 30, {}, tmp_path / "log")
     assert result == "ok" and seconds >= 3
-    assert 200 << 20 <= peak < 380 << 20 and tree >= 390 << 20
+    assert peak >= 200 << 20 and tree >= 390 << 20
 
 
 @pytest.mark.parametrize("text, expected", [("20GiB", 20 << 30), ("512MiB", 512 << 20), ("4G", 4 << 30),
