@@ -70,16 +70,21 @@ class Step:
     result: str
 
 
-def resident_bytes(pid: int) -> int:
-    """The resident memory of process `pid` now (VmRSS), 0 once it is gone."""
+def _kib_field(path: str, field: str) -> int:
+    """Bytes of the "<field> <n> kB" line of the /proc file at `path`, 0 once its process is gone."""
     try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
+        with open(path) as lines:
+            for line in lines:
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
     return 0
+
+
+def resident_bytes(pid: int) -> int:
+    """The resident memory of process `pid` now (VmRSS), 0 once it is gone."""
+    return _kib_field(f"/proc/{pid}/status", "VmRSS:")
 
 
 def descendants(pid: int) -> list[int]:
@@ -102,14 +107,7 @@ def descendants(pid: int) -> list[int]:
 
 def proportional_bytes(pid: int) -> int:
     """The proportional set size of process `pid` now (Pss of /proc/<pid>/smaps_rollup), 0 once it is gone."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as rollup:
-            for line in rollup:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return _kib_field(f"/proc/{pid}/smaps_rollup", "Pss:")
 
 
 def run_step(argv: list[str], limit: int, env: dict[str, str], log: Path) -> tuple[float, int, int, str]:
