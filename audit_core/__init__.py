@@ -31,7 +31,8 @@ Subpackages, one place per concept: `selection`, `rating` and `attributes` (one 
 kind; none imports another), `stats` (bootstrap schemes and draws, shared by every kind),
 `store` (DuckDB schema and store, audit cache, what is kept beside a database) and `ingest`
 (every importer and the table contract's validation); `errors`, `user_text` and `chunks` (the
-consecutive row chunks every pass over a large study walks) are leaves every layer may use. audit_core imports neither streamlit nor torch nor `runners`.
+consecutive row chunks every pass over a large study walks) are leaves every layer may use.
+audit_core imports neither streamlit nor torch nor `runners`.
 """
 
 from audit_core import store

@@ -167,6 +167,7 @@ def bench_size(n: int, args: argparse.Namespace, env: dict[str, str]) -> list[St
     folder = args.out / str(n)
     folder.mkdir(parents=True, exist_ok=True)
     dataset = f"synthetic-{n}"
+    audited = folder / f"store-{args.formats[0]}.duckdb"  # the first format's store is the one analyzed
     done: list[Step] = []
     plan = []
     if "generate" in args.steps:
@@ -177,10 +178,10 @@ def bench_size(n: int, args: argparse.Namespace, env: dict[str, str]) -> list[St
             db = folder / f"store-{form}.duckdb"
             plan.append(("ingest", form, ingest_argv(folder, form, db, dataset)))
     if "analyze" in args.steps:
-        db = folder / f"store-{args.formats[0]}.duckdb"
         plan.append(("analyze", f"{args.formats[0]}-{args.engine}", [
-            sys.executable, "-m", "runners.analyze", "--db", str(db), "--dataset", dataset,
-            "--out", str(folder / f"analysis-{args.engine}"), "--resamples", str(args.resamples), "--engine", args.engine]))
+            sys.executable, "-m", "runners.analyze", "--db", str(audited), "--dataset", dataset,
+            "--out", str(folder / f"analysis-{args.engine}"), "--resamples", str(args.resamples),
+            "--engine", args.engine]))
     for step, form, argv in plan:
         log = folder / f"{step}-{form}.log"
         if step == "ingest":
@@ -190,7 +191,7 @@ def bench_size(n: int, args: argparse.Namespace, env: dict[str, str]) -> list[St
             largest = max(path.stat().st_size for path in dataset_files(folder, form).values())
             env = dict(env, JUDGE_AUDIT_MAX_TABLE_BYTES=str(largest))
         if step == "analyze":  # audit afresh, not from the cache an earlier run kept beside the store
-            shutil.rmtree(audit_cache.cache_folder(folder / f"store-{args.formats[0]}.duckdb"), ignore_errors=True)
+            shutil.rmtree(audit_cache.cache_folder(audited), ignore_errors=True)
         seconds, peak, tree, result = run_step(argv, args.memory_limit, env, log)
         if step == "ingest" and form != args.formats[0] and not args.keep:  # only the first is audited: free the disk
             for written in (db, db.with_name(db.name + ".wal")):

@@ -177,5 +177,6 @@ def test_a_pools_outcomes_are_its_rows_of_every_judges_whole_outcomes():
         assert (getattr(part, name) == getattr(study, name)[7:19]).all(), name
     for name in ("outcomes", "picks", "slots", "statuses", "scores"):
         whole_arrays, arrays = getattr(study, name), getattr(part, name)
-        assert arrays.keys() == whole_arrays.keys() and all(
-            np.array_equal(arrays[k], whole_arrays[k][7:19], equal_nan=arrays[k].dtype.kind == "f") for k in arrays), name
+        assert arrays.keys() == whole_arrays.keys(), name
+        for k, values in arrays.items():
+            assert np.array_equal(values, whole_arrays[k][7:19], equal_nan=values.dtype.kind == "f"), (name, k)
