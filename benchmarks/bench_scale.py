@@ -12,7 +12,8 @@ For each size N, in OUT/N/ (OUT must lie outside the repository):
   (the table size limit, $JUDGE_AUDIT_MAX_TABLE_BYTES, raised to the largest of these files);
 - analyze: `python -m runners.analyze --resamples R --engine E` audits the first format's store (the
   others are deleted once measured, unless --keep), with the audit cache beside it removed first: every
-  run audits. With `--engine ray` and no $RAY_ADDRESS the audit starts a local Ray instance of its own.
+  run audits; its tables go to OUT/N/analysis (OUT/N/analysis-ray with `--engine ray`, which without
+  $RAY_ADDRESS starts a local Ray instance of its own).
 
 Each step runs as a child process; its wall time and peak resident memory (the child's own ru_maxrss,
 from wait4) are printed in a table, and beside them the peak of the proportional memory (PSS, shared
@@ -178,9 +179,10 @@ def bench_size(n: int, args: argparse.Namespace, env: dict[str, str]) -> list[St
             db = folder / f"store-{form}.duckdb"
             plan.append(("ingest", form, ingest_argv(folder, form, db, dataset)))
     if "analyze" in args.steps:
-        plan.append(("analyze", f"{args.formats[0]}-{args.engine}", [
+        engine = "" if args.engine == "local" else f"-{args.engine}"  # the local engine keeps the names it had
+        plan.append(("analyze", f"{args.formats[0]}{engine}", [
             sys.executable, "-m", "runners.analyze", "--db", str(audited), "--dataset", dataset,
-            "--out", str(folder / f"analysis-{args.engine}"), "--resamples", str(args.resamples),
+            "--out", str(folder / f"analysis{engine}"), "--resamples", str(args.resamples),
             "--engine", args.engine]))
     for step, form, argv in plan:
         log = folder / f"{step}-{form}.log"
