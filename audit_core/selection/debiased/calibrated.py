@@ -39,10 +39,13 @@ class CalibratedPicks:
                 "abstained": int(self.abstained.sum())}
 
 
-def calibrated_picks(calls: OrderedCalls, n_folds: int = DEFAULT_FOLDS) -> CalibratedPicks:
-    """The calibrated policy's pick per prompt (module docstring); the scores a chunk of prompts at a time."""
+def calibrated_picks(calls: OrderedCalls, n_folds: int = DEFAULT_FOLDS, priors: np.ndarray | None = None
+                     ) -> CalibratedPicks:
+    """The calibrated policy's pick per prompt (module docstring); the scores a chunk of prompts at a time.
+    `priors` ((F, M + 1, M), `slot_prior.out_of_fold_priors` of the whole study's fold counts) stand in for
+    the priors of these calls alone, when the calls are one partition of a study."""
     fold = folds(calls.prompt_ids, n_folds)
-    priors = cross_fitted_priors(calls, fold, n_folds)
+    priors = cross_fitted_priors(calls, fold, n_folds) if priors is None else priors
     parts = [_scored(calls.rows(rows), fold[rows], priors) for rows in prompt_chunks(calls.n_prompts)]
     pick, scores, partial, abstained = (np.concatenate(column) for column in zip(*parts))
     return CalibratedPicks(pick=pick, scores=scores, fold=fold, priors=priors, partial=partial, abstained=abstained)

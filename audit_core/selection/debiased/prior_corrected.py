@@ -42,11 +42,14 @@ class PriorCorrectedPicks:
 
 
 def prior_corrected_picks(calls: OrderedCalls, fraction: float = DEFAULT_CALIBRATION_FRACTION,
-                          calibration: np.ndarray | None = None) -> PriorCorrectedPicks:
+                          calibration: np.ndarray | None = None, prior: np.ndarray | None = None
+                          ) -> PriorCorrectedPicks:
     """The prior-corrected policy's pick per prompt (module docstring); `calibration` ((P,) bool)
-    replaces the subset drawn from the ids at `fraction` when given."""
+    replaces the subset drawn from the ids at `fraction` when given; `prior` ((M + 1, M),
+    `slot_prior.prior_from_counts` of the whole study's calibration counts) stands in for the prior of
+    these calls alone, when the calls are one partition of a study."""
     subset = calibration_subset(calls.prompt_ids, fraction) if calibration is None else np.asarray(calibration, bool)
-    prior = slot_prior(calls, subset)
+    prior = slot_prior(calls, subset) if prior is None else prior
     m = calls.pool_sizes
     shown = calls.slot_order[:, 0, :]
     probs = np.where(shown >= 0, np.nan_to_num(calls.label_probs[:, 0, :], nan=0.0), 0.0)
