@@ -25,14 +25,14 @@ highest gain.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from audit_core.selection.data import SelectionData
 from audit_core.selection.debiased.calls import OrderedCalls
-from audit_core.selection.debiased.costs import seconds_per_prompt
+from audit_core.selection.debiased.costs import timed_seconds_sum
 from audit_core.selection.debiased.names import prior_corrected_name
 from audit_core.selection.debiased.specs import DEBIASED_KIND
 from audit_core.selection.debiased.subsets import calibration_subset
@@ -76,24 +76,58 @@ def reads_cost(reads: Mapping[str, np.ndarray], ordered: Mapping[str, OrderedCal
                ) -> tuple[float, float]:
     """(calls per prompt, seconds per prompt) of reading `reads` (judge -> (P, K) calls read), the seconds
     from `ordered`: NaN when not `timed` (a content scorer's time is part of it) or a judge's calls are
-    not in `ordered`, 0 for no call (module docstring)."""
-    calls = sum(float(used.sum(axis=1).mean()) if len(used) else 0.0 for used in reads.values())
-    if not timed or any(judge not in ordered for judge in reads):
-        return calls, np.nan
-    if not reads:
-        return calls, 0.0
-    seconds = seconds_per_prompt(np.hstack([ordered[j].seconds for j in reads]), np.hstack(list(reads.values())))
-    return calls, seconds[0]
+    not in `ordered`, 0 for no call (module docstring): `cost_from_sums` of `reads_sums`."""
+    return cost_from_sums(*reads_sums(reads, ordered, timed))
+
+
+def reads_sums(reads: Mapping[str, np.ndarray], ordered: Mapping[str, OrderedCalls], timed: bool = True
+               ) -> tuple[int, tuple[int, ...], float, int, bool]:
+    """What `reads_cost` is made of: (prompts P; the calls read of each judge of `reads`, in its order; the
+    seconds read summed over the timed prompts and the timed prompts (`debiased.costs.timed_seconds_sum`
+    of the judges' calls side by side), 0.0 and 0 when untimed or nothing is read; whether the reads are
+    timed: `timed` and every judge's calls in `ordered`). Of prompts held apart, every number adds."""
+    prompts = len(next(iter(reads.values()))) if reads else 0
+    calls = tuple(int(used.sum()) for used in reads.values())
+    timed = timed and all(judge in ordered for judge in reads)
+    if not timed or not reads:
+        return prompts, calls, 0.0, 0, timed
+    seconds, timed_prompts = timed_seconds_sum(np.hstack([ordered[j].seconds for j in reads]),
+                                               np.hstack(list(reads.values())))
+    return prompts, calls, seconds, timed_prompts, timed
+
+
+def cost_from_sums(prompts: int, calls: tuple[int, ...], seconds: float, timed_prompts: int, timed: bool
+                   ) -> tuple[float, float]:
+    """(calls per prompt, seconds per prompt) from `reads_sums`' numbers: Σ over the judges of calls / prompts
+    (0 without prompts), and seconds / timed_prompts (NaN without a timed prompt; NaN when not timed; 0 for
+    no call)."""
+    per_prompt = sum(float(n / prompts) if prompts else 0.0 for n in calls)
+    if not timed:
+        return per_prompt, np.nan
+    if not calls:
+        return per_prompt, 0.0
+    return per_prompt, (seconds / timed_prompts if timed_prompts else float("nan"))
 
 
 def policy_costs(policies: pd.DataFrame, data: SelectionData, ordered: Mapping[str, OrderedCalls]) -> pd.DataFrame:
     """POLICY_COST_COLUMNS per row of `policies` (same index): calls per prompt, and seconds per prompt
-    from the seconds of `ordered` (judge -> its calls; NaN for a judge not in it)."""
-    rows = []
-    for policy in policies.to_dict("records"):
-        reads = policy_reads(policy, data)
-        rows.append((np.nan, np.nan) if reads is None else reads_cost(reads, ordered,
-                                                                      policy["kind"] not in UNTIMED_KINDS))
+    from the seconds of `ordered` (judge -> its calls; NaN for a judge not in it): `policy_cost_frame` of
+    the rows' `policy_sums`."""
+    return policy_cost_frame(policies, [policy_sums(policy, data, ordered) for policy in policies.to_dict("records")])
+
+
+def policy_sums(policy: Mapping[str, object], data: SelectionData, ordered: Mapping[str, OrderedCalls]
+                ) -> tuple[int, tuple[int, ...], float, int, bool] | None:
+    """`reads_sums` of what `policy` (a row of the audit's policies table) reads (`policy_reads`), timed
+    unless its kind is UNTIMED_KINDS; None for a kind without a rule."""
+    reads = policy_reads(policy, data)
+    return None if reads is None else reads_sums(reads, ordered, policy["kind"] not in UNTIMED_KINDS)
+
+
+def policy_cost_frame(policies: pd.DataFrame, sums: Sequence[tuple[int, tuple[int, ...], float, int, bool] | None]
+                      ) -> pd.DataFrame:
+    """POLICY_COST_COLUMNS per row of `policies` (same index) from each row's `policy_sums` (NaN for None)."""
+    rows = [(np.nan, np.nan) if row is None else cost_from_sums(*row) for row in sums]
     return pd.DataFrame(rows, columns=POLICY_COST_COLUMNS, index=policies.index)
 
 

@@ -9,6 +9,8 @@ and a prompt's orders travel together: its interval resamples prompts (`first_sl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 from scipy.special import chdtrc
@@ -176,8 +178,16 @@ def generator_slot_table(data: SelectionData, judge: str, calls: OrderedCalls) -
     images in that slot, chosen = those picking it, rate = chosen / presented (NaN when never
     presented); slot "all" pools the slots. Slot orders come from the recorded calls (`calls`, the
     judge's `OrderedCalls`: slot_order, picks), since imported logs need not use rotations; counted a
-    chunk of prompts at a time.
+    chunk of prompts at a time (`generator_slot_counts`; the table: `generator_slot_frame`).
     """
+    return generator_slot_frame(judge, *generator_slot_counts(data, judge, calls))
+
+
+def generator_slot_counts(data: SelectionData, judge: str, calls: OrderedCalls
+                          ) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(the generators of `data`'s images, sorted by name; presented (G, M) and chosen (G, M) int64 per
+    generator and slot, M = `data`'s largest pool) as `generator_slot_table` counts them: counts of
+    prompts held apart add up, cell by cell, once their generators are aligned by name."""
     width = data.mask.shape[1]
     generators = sorted(g for g in set(data.source_models[data.mask]) if g)
     size = len(generators) * width
@@ -194,11 +204,18 @@ def generator_slot_table(data: SelectionData, judge: str, calls: OrderedCalls) -
         cell = code[keep] * width + s[keep]
         presented += np.bincount(cell, minlength=size)
         chosen += np.bincount(cell[(shown == mine.picks[p, k])[keep]], minlength=size)
+    return generators, presented.reshape(len(generators), width), chosen.reshape(len(generators), width)
+
+
+def generator_slot_frame(judge: str, generators: Sequence[str], presented: np.ndarray, chosen: np.ndarray
+                         ) -> pd.DataFrame:
+    """`generator_slot_table`'s rows from `generator_slot_counts`' counts (G generators sorted by name, M slots)."""
+    width = presented.shape[1]
     table = pd.DataFrame({
         "generator": np.repeat(np.array(generators, dtype=object), width),
         "slot": np.tile(np.arange(width), len(generators)),
-        "presented": presented,
-        "chosen": chosen,
+        "presented": presented.ravel(),
+        "chosen": chosen.ravel(),
     })
     table["slot"] = np.array(slot_labels(width), dtype=object)[table["slot"].to_numpy()]
     pooled = table.groupby("generator", as_index=False)[["presented", "chosen"]].sum().assign(slot="all")

@@ -74,7 +74,7 @@ def timing_table_from_arrays(
     statuses: judge -> (P, K) call status, "" where no call; seconds: judge -> (P, K) the call's seconds,
     NaN where none; texts: the calls that carry text (TEXT_COLUMNS), every other call counting as JSON.
     """
-    not_json = _not_json_counts(texts)
+    not_json = not_json_counts(texts)
     rows = [_judge_row(str(judge), statuses[judge], np.asarray(seconds[judge], dtype=float), not_json.get(judge, 0))
             for judge in sorted(statuses)]
     return pd.DataFrame(rows, columns=TIMING_COLUMNS)
@@ -142,7 +142,7 @@ def _call_arrays(calls: pd.DataFrame) -> tuple[dict[str, np.ndarray], dict[str, 
     return statuses, seconds
 
 
-def _not_json_counts(texts: pd.DataFrame) -> dict[str, int]:
+def not_json_counts(texts: pd.DataFrame) -> dict[str, int]:
     """Judge -> how many of its text rows `is_not_json` (judges without one are left out)."""
     flags = [is_not_json(raw, note) for raw, note in zip(texts["raw_output"], texts["parse_note"])]
     counts = pd.Series(flags, dtype=bool).groupby(texts["judge"].astype(str).to_numpy()).sum()
@@ -151,23 +151,54 @@ def _not_json_counts(texts: pd.DataFrame) -> dict[str, int]:
 
 def _judge_row(judge: str, status: np.ndarray, seconds: np.ndarray, not_json: int) -> dict[str, object]:
     """The judge's timing row from its (P, K) statuses and seconds and its count of not-JSON outputs."""
+    timed_seconds = seconds[~np.isnan(seconds)]
+    return timing_row(judge, call_sums(status, seconds),
+                      float(np.median(timed_seconds)) if len(timed_seconds) else np.nan, not_json)
+
+
+def call_sums(status: np.ndarray, seconds: np.ndarray) -> dict[str, int | float]:
+    """What a judge's timing row is made of, from its (P, K) statuses and seconds (`timing_row`): orders
+    (K), counts (calls, valid, recovered, failed, timed_calls: calls with seconds, timed_prompts) and sums
+    (seconds_sum over the timed calls; one_order_sum and all_orders_sum over the timed prompts, of the
+    order-0 seconds and of the seconds summed over the K orders). Of prompts held apart, the counts and
+    sums add and orders is the largest (`call_summaries.TimingSummary`)."""
     timed = seconds[~np.isnan(seconds).any(axis=1)]  # prompts timed in every order
-    one, every = timed[:, 0], timed.sum(axis=1)
     timed_seconds = seconds[~np.isnan(seconds)]
     return {
-        "judge": judge,
         "orders": status.shape[1],
         "calls": int((status != "").sum()),
         "valid": int((status == "ok").sum()),
         "recovered": int((status == "recovered").sum()),
         "failed": int(np.isin(status, ["parse_fail", "runtime_fail"]).sum()),
-        "not_json": not_json,
-        "seconds_median": float(np.median(timed_seconds)) if len(timed_seconds) else np.nan,
-        "seconds_mean": float(timed_seconds.mean()) if len(timed_seconds) else np.nan,
+        "timed_calls": len(timed_seconds),
+        "seconds_sum": float(timed_seconds.sum()),
         "timed_prompts": len(timed),
-        "prompt_seconds_one_order": float(one.mean()) if len(one) else np.nan,
-        "prompt_seconds_all_orders": float(every.mean()) if len(every) else np.nan,
-        "all_over_one": float(every.mean() / one.mean()) if len(one) and one.mean() > 0 else np.nan,
-        "hours_one_order": float(one.sum() / 3600),
-        "hours_all_orders": float(every.sum() / 3600),
+        "one_order_sum": float(timed[:, 0].sum()),
+        "all_orders_sum": float(timed.sum(axis=1).sum()),
+    }
+
+
+def timing_row(judge: str, sums: Mapping[str, int | float], seconds_median: float, not_json: int
+               ) -> dict[str, object]:
+    """The judge's timing row (TIMING_COLUMNS) from its `call_sums`, the median of its timed calls' seconds
+    (NaN without one) and its count of not-JSON outputs; each mean is its sum over its count (the same
+    float as numpy's mean of the values when the sum is numpy's sum of them)."""
+    n, timed = sums["timed_calls"], sums["timed_prompts"]
+    one, every = sums["one_order_sum"], sums["all_orders_sum"]
+    return {
+        "judge": judge,
+        "orders": sums["orders"],
+        "calls": sums["calls"],
+        "valid": sums["valid"],
+        "recovered": sums["recovered"],
+        "failed": sums["failed"],
+        "not_json": not_json,
+        "seconds_median": seconds_median,
+        "seconds_mean": sums["seconds_sum"] / n if n else np.nan,
+        "timed_prompts": timed,
+        "prompt_seconds_one_order": one / timed if timed else np.nan,
+        "prompt_seconds_all_orders": every / timed if timed else np.nan,
+        "all_over_one": (every / timed) / (one / timed) if timed and one / timed > 0 else np.nan,
+        "hours_one_order": one / 3600,
+        "hours_all_orders": every / 3600,
     }

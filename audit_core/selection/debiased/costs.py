@@ -39,11 +39,17 @@ def calls_used(calls: OrderedCalls, method: str | None, calibration: np.ndarray 
 
 
 def seconds_per_prompt(seconds: np.ndarray, used: np.ndarray) -> tuple[float, int]:
-    """(mean over timed prompts of Σ seconds of the used calls, timed prompts); NaN and 0 when none is timed."""
+    """(mean over timed prompts of Σ seconds of the used calls, timed prompts); NaN and 0 when none is timed.
+    The mean is `timed_seconds_sum`'s total over its count."""
+    total, timed = timed_seconds_sum(seconds, used)
+    return (total / timed if timed else float("nan")), timed
+
+
+def timed_seconds_sum(seconds: np.ndarray, used: np.ndarray) -> tuple[float, int]:
+    """(Σ over the timed prompts of Σ seconds of their used calls, timed prompts): a timed prompt uses a
+    call and recorded the seconds of every call it uses. Of prompts held apart, both add."""
     timed = (~np.isnan(seconds) | ~used).all(axis=1) & used.any(axis=1)
-    if not timed.any():
-        return float("nan"), 0
-    return float(np.where(used, np.nan_to_num(seconds), 0.0)[timed].sum(axis=1).mean()), int(timed.sum())
+    return float(np.where(used, np.nan_to_num(seconds), 0.0)[timed].sum(axis=1).sum()), int(timed.sum())
 
 
 def judge_costs(calls: OrderedCalls, calibration: np.ndarray) -> pd.DataFrame:
