@@ -13,25 +13,35 @@ that answers with choices only is fitted as a choice model with slot effects.
 Fit: maximum of log P summed over the calls minus (ridge/2)·(Σθ² + Σβ²), by Newton's method with a
 backtracking (Armijo) line search on the exact gradient and Hessian, until every gradient entry is
 within GRADIENT_TOLERANCE of 0 (or the objective can no longer resolve the step: `newton_maximum`).
-The Hessian is block-diagonal in the prompts' strengths (one M × M block each) bordered by the few
-slot effects, so each Newton step solves the prompts' blocks (batched numpy) and the slot effects
-through its Schur complement: no loop over prompts, and the objective is strictly convex (the ridge),
-so the steps converge from θ = β = 0. The ridge (default 0.1, a Gaussian prior of
-variance 10 on each parameter, i.e. MAP) keeps the estimate finite: without it an image ranked
-above another in every order would have θ = +∞.
+The Hessian is block-diagonal in the prompts' strengths (one M × M block A_p each, with B_p its
+strengths × slots block) bordered by the few slot effects, so each Newton step solves the prompts'
+blocks (batched numpy) and the slot effects through its Schur complement: no loop over prompts, and
+the objective is strictly convex (the ridge), so the steps converge from θ = β = 0. The ridge (default
+0.1, a Gaussian prior of variance 10 on each parameter, i.e. MAP) keeps the estimate finite: without it
+an image ranked above another in every order would have θ = +∞.
 It is the objective of `choix.opt_rankings` with alpha = ridge/2 when there are no slot effects.
 The pick is the image with the largest θ (ties within PL_TIE_TOLERANCE follow `ties.best_of`);
 a prompt where no order returned a pick gets NO_PICK.
 
-Memory: the stages are kept in prompt order at a byte per entry (`Stages`), and every pass over them
-takes PROMPT_CHUNK prompts at a time: the chunk's softmax weights, its part of the objective and the
-gradient, its prompts' Hessian blocks A_p (strengths) and B_p (strengths × slots), each solved at once
-against [g_p | B_p]; Σ B_pᵀ A_p⁻¹ [g_p | B_p] accumulates the Schur complement and its right-hand side,
-and the solved blocks (P × M × M floats) stay for d_θ = A_p⁻¹g_p − A_p⁻¹B_p·d_β once d_β is known. A
-pass evaluates a trial point and solves its blocks together, so a point the line search takes needs no
-second pass for its step. The fit's memory beyond the calls is thus a few P·M arrays (parameters,
-gradient, step, solved blocks) and one chunk's arrays; the chunk size changes only the order of sums
-(the tests hold a fit in chunks of 3 prompts to the one-chunk fit within 1e-10).
+Partitions: the prompts are held in contiguous ranges (`PromptPartition`: its stages, θ and solved
+blocks), and the driver (`newton_maximum`) holds only β, its step d_β and, per pass, the partitions'
+`PassSums` added in partition order, of a size independent of P: log-likelihood, Σθ², the β gradient,
+max |g_θ|, the slot block (S × S) and Σ_p B_pᵀ A_p⁻¹ [g_p | B_p] (S × (1 + S)). From these the driver
+solves d_β = −(S − Σ BᵀA⁻¹B)⁻¹ (g_β − Σ BᵀA⁻¹g), and each partition sets d_θ = −(A_p⁻¹g_p + A_p⁻¹B_p·d_β)
+and returns its part of the slope g·d. The driver reaches the partitions through a `PartitionMap`
+(`LocalPartitions`: a loop in this process; on a cluster, one call per actor); `plackett_luce_fit` runs
+one partition of every prompt, `fit_partitions` any list of ranges; the ranges change only the order of
+sums (the tests hold fits over 3 and 7 ranges to the one-partition fit within 1e-8).
+
+Memory: the stages are kept in prompt order at a byte per entry (`Stages`), and every pass over a
+partition takes PROMPT_CHUNK prompts at a time: the chunk's softmax weights, its part of the objective
+and the gradient, its prompts' Hessian blocks A_p and B_p, each solved at once against [g_p | B_p], and
+the chunk's part of the Schur complement and its right-hand side; the solved blocks (P × M × M floats)
+stay for d_θ once d_β is known. A pass evaluates a trial point and solves its blocks together, so a
+point the line search takes needs no second pass for its step. A partition's memory beyond its stages is
+thus a few P·M arrays (θ, trial θ, gradient, step, solved blocks) and one chunk's arrays, the driver's a
+few S-vectors and S × (1 + S) matrices; the chunk size changes only the order of sums (the tests hold a
+fit in chunks of 3 prompts to the one-chunk fit within 1e-10).
 
 β is estimated jointly with P·m strengths each seen in K rankings only, so with few orders its
 maximum-likelihood estimate is exaggerated (the incidental-parameter bias of fixed-effect choice
@@ -41,7 +51,11 @@ so the picks are what the policy uses.
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import reduce
+from typing import Protocol
 
 import numpy as np
 
@@ -212,9 +226,9 @@ class _Chunk:
         return Hessian(strengths, cross[:, :, 1:], slot_block[1:, 1:])
 
 
-def _slot_effects(params: np.ndarray, n_theta: int, width: int) -> np.ndarray:
-    """(M,) β of params = (θ (n_theta), β_B, …), β_A = 0; all 0 when params hold θ alone."""
-    return np.concatenate([[0.0], params[n_theta:]]) if len(params) > n_theta else np.zeros(width)
+def _slot_effects(beta: np.ndarray, width: int) -> np.ndarray:
+    """(M,) every slot's effect from the fitted β_B, … (S,): β_A = 0, and all 0 when S = 0."""
+    return np.concatenate([[0.0], beta]) if len(beta) else np.zeros(width)
 
 
 def _chunk_at(theta: np.ndarray, beta: np.ndarray, stages: Stages, prompts: slice) -> _Chunk:
@@ -240,52 +254,192 @@ def _chunk_at(theta: np.ndarray, beta: np.ndarray, stages: Stages, prompts: slic
 
 
 @dataclass(frozen=True)
-class _Evaluation:
-    """The penalised objective's value and gradient at some params and, when the pass solved each prompt's
-    block (`_evaluate`), the slot effects' side of the Newton system: slot_block the Hessian's (S, S) slot
-    block, coupling Σ_p Bₚᵀ [Aₚ⁻¹gₚ | Aₚ⁻¹Bₚ] (S, 1 + S)."""
+class PassSums:
+    """A partition's part of one pass (`PromptPartition.evaluate`), of a size independent of its prompts;
+    the driver adds the partitions' parts in partition order (`+`: sums, and the max of the maxima).
+    log_likelihood: Σ log P(chosen) over its stages; squared_strengths: Σθ² of its trial θ;
+    slot_gradient: (S,) d(−log P)/dβ_B, … (without the ridge); strength_gradient_max: max |g_θ| over its
+    entries of the penalised objective's gradient; slot_block: (S, S) its part of the Hessian's slot
+    block (without the ridge); coupling: (S, 1 + S) Σ_p Bₚᵀ [Aₚ⁻¹gₚ | Aₚ⁻¹Bₚ] over its prompts. The last
+    two are 0 from a pass that did not solve its blocks."""
 
-    value: float
-    gradient: np.ndarray
+    log_likelihood: float
+    squared_strengths: float
+    slot_gradient: np.ndarray
+    strength_gradient_max: float
     slot_block: np.ndarray
     coupling: np.ndarray
 
-    def direction(self, solved: np.ndarray) -> np.ndarray:
-        """The Newton step from here, given the pass's solved blocks (`_direction`)."""
-        return _direction(solved, self.slot_block, self.coupling, self.gradient)
+    def __add__(self, other: PassSums) -> PassSums:
+        return PassSums(self.log_likelihood + other.log_likelihood, self.squared_strengths + other.squared_strengths,
+                        self.slot_gradient + other.slot_gradient,
+                        max(self.strength_gradient_max, other.strength_gradient_max),
+                        self.slot_block + other.slot_block, self.coupling + other.coupling)
 
 
-def _evaluate(params: np.ndarray, stages: Stages, n_theta: int, ridge: float,
-              solved: np.ndarray | None = None) -> _Evaluation:
-    """The penalised objective and its gradient at params, a chunk of prompts at a time; given `solved`
-    ((P, M, 1 + S)), also each prompt's Hessian block solved against its gradient and cross block into it,
-    and the slot effects' side of the Newton system (`_Evaluation`)."""
-    width, n_slots = stages.width, len(params) - n_theta
-    value, gradient = 0.5 * ridge * float(params @ params), ridge * params
-    theta, beta = params[:n_theta].reshape(-1, width), _slot_effects(params, n_theta, width)
-    g_theta = gradient[:n_theta].reshape(-1, width)
-    slot_block, coupling = ridge * np.eye(n_slots), np.zeros((n_slots, 1 + n_slots))
+def _pass(theta: np.ndarray, beta: np.ndarray, stages: Stages, ridge: float,
+          solved: np.ndarray | None = None) -> tuple[PassSums, np.ndarray]:
+    """(the pass's `PassSums`, g_θ (P, M) the penalised objective's gradient in θ) at strengths theta (P, M)
+    of the stages' prompts and slot effects beta (S,), a chunk of PROMPT_CHUNK prompts at a time; given
+    `solved` ((P, M, 1 + S)), each prompt's Hessian block is solved into it against its gradient and cross
+    block (`_solved_blocks`), and the sums take their slot block and coupling."""
+    width, n_slots = stages.width, len(beta)
+    effects = _slot_effects(beta, width)
+    log_likelihood, g_theta, g_beta = 0.0, ridge * theta, np.zeros(n_slots)
+    slot_block, coupling = np.zeros((n_slots, n_slots)), np.zeros((n_slots, 1 + n_slots))
     for prompts in row_chunks(stages.n_prompts, PROMPT_CHUNK):
-        chunk = _chunk_at(theta, beta, stages, prompts)
-        value -= chunk.log_likelihood
+        chunk = _chunk_at(theta, effects, stages, prompts)
+        log_likelihood += chunk.log_likelihood
         on_image, on_slot = chunk.gradient()
         g_theta[prompts] += on_image
-        gradient[n_theta:] += on_slot[1:n_slots + 1]
+        g_beta += on_slot[1:n_slots + 1]
         if solved is not None:
             blocks = chunk.hessian(ridge, n_slots)
             solved[prompts] = _solved_blocks(blocks, g_theta[prompts])
             coupling += _coupling(blocks.cross, solved[prompts])
             slot_block += blocks.slots
-    return _Evaluation(value, gradient, slot_block, coupling)
+    flat = theta.ravel()
+    return PassSums(log_likelihood, float(flat @ flat), g_beta, float(np.abs(g_theta).max(initial=0.0)), slot_block,
+                    coupling), g_theta
 
 
-def _direction(solved: np.ndarray, slot_block: np.ndarray, coupling: np.ndarray, gradient: np.ndarray) -> np.ndarray:
-    """−H⁻¹·gradient from the prompts' solved blocks (P, M, 1 + S) [Aₚ⁻¹gₚ | Aₚ⁻¹Bₚ] and their coupling
-    Σ Bₚᵀ[Aₚ⁻¹gₚ | Aₚ⁻¹Bₚ]: d_β from the Schur complement, (S − Σ BᵀA⁻¹B) d_β = g_β − Σ BᵀA⁻¹g, then each
-    prompt's d_θ = A⁻¹g − A⁻¹B d_β."""
-    n_theta = solved.shape[0] * solved.shape[1]
-    d_beta = np.linalg.solve(slot_block - coupling[:, 1:], gradient[n_theta:] - coupling[:, 0])
-    return -np.concatenate([(solved[:, :, 0] - solved[:, :, 1:] @ d_beta).ravel(), d_beta])
+class PromptPartition:
+    """A contiguous range of prompts as the Newton fit holds them (module docstring, Partitions): their
+    stages (`stages`, starts from 0) and current strengths θ (P_part, M), and between the driver's calls
+    the last evaluated point (trial θ, its gradient g_θ, its solved blocks [Aₚ⁻¹gₚ | Aₚ⁻¹Bₚ]) and the
+    direction d_θ. Plain arrays, so picklable: on a cluster, an actor's state.
+
+    The driver (`newton_maximum`) calls `start`, then `evaluate` at trial points, `accept` for the one it
+    takes, `set_direction` once the taken point was solved; `theta()` reads the strengths at any time."""
+
+    def __init__(self, stages: Stages) -> None:
+        self.stages = stages
+        self._theta = np.zeros((stages.n_prompts, stages.width))
+        self._ridge: float | None = None
+        self._trial: np.ndarray | None = None
+        self._direction: np.ndarray | None = None
+        self._gradient: np.ndarray | None = None
+        self._solved: np.ndarray | None = None
+        self._last_solved = False  # whether the last point evaluated had its blocks solved
+
+    @classmethod
+    def from_calls(cls, calls: OrderedCalls) -> PromptPartition:
+        """The partition of these calls' prompts (e.g. `calls.rows(prompts)` for a range of a study)."""
+        return cls(ranking_stages(calls))
+
+    @property
+    def width(self) -> int:
+        return self.stages.width
+
+    def theta(self) -> np.ndarray:
+        """(P_part, M) the current strengths."""
+        return self._theta
+
+    def start(self, n_slots: int, ridge: float) -> None:
+        """θ = 0 and room for the solved blocks of S = n_slots slot effects, penalised by `ridge`."""
+        self._theta = np.zeros((self.stages.n_prompts, self.width))
+        self._ridge, self._trial, self._direction, self._gradient = ridge, None, None, None
+        self._solved = np.empty((self.stages.n_prompts, self.width, 1 + n_slots))
+        self._last_solved = False
+
+    def evaluate(self, beta: np.ndarray, step: float, solve: bool) -> PassSums:
+        """The pass at the trial point θ + step·d_θ (θ itself before a direction is set) and slot effects beta
+        (S,), kept with its gradient and, when `solve`, its solved blocks, which overwrite the current
+        point's."""
+        if self._ridge is None:
+            raise RuntimeError("PromptPartition.evaluate before start: call start(n_slots, ridge) first")
+        self._trial = self._gradient = None  # the last point's, freed before this one's are made
+        self._trial = self._theta if self._direction is None else self._theta + step * self._direction
+        self._last_solved = solve
+        sums, self._gradient = _pass(self._trial, beta, self.stages, self._ridge, self._solved if solve else None)
+        return sums
+
+    def accept(self) -> None:
+        """The last evaluated point becomes the current one (and the direction is spent)."""
+        if self._trial is None:
+            raise RuntimeError("PromptPartition.accept without a point evaluated since the last accept")
+        self._theta, self._trial, self._direction = self._trial, None, None
+
+    def set_direction(self, d_beta: np.ndarray) -> float:
+        """Stores d_θ = −(Aₚ⁻¹gₚ + Aₚ⁻¹Bₚ·d_β) for every prompt, given the driver's step d_β (S,) of the slot
+        effects; returns g_θ·d_θ, the partition's part of the slope. The current point must be the last
+        evaluated, with its blocks solved."""
+        if not (self._last_solved and self._trial is None):
+            raise RuntimeError("PromptPartition.set_direction needs the last evaluated point accepted, with its "
+                               "blocks solved: evaluate(beta, step, True), then accept()")
+        self._direction = _strength_step(self._solved, d_beta)
+        return float(self._gradient.ravel() @ self._direction.ravel())
+
+
+class PartitionMap(Protocol):
+    """Calls one method of every partition with the same arguments and returns the results in partition
+    order: `LocalPartitions` here; on a cluster, the method of each partition's actor."""
+
+    def __call__(self, method: str, *args: object) -> list: ...
+
+
+@dataclass(frozen=True)
+class LocalPartitions:
+    """The partitions of this process, called one after another."""
+
+    partitions: Sequence[PromptPartition]
+
+    def __call__(self, method: str, *args: object) -> list:
+        return [getattr(partition, method)(*args) for partition in self.partitions]
+
+
+@dataclass(frozen=True)
+class NewtonMaximum:
+    """What the driver holds at the end of a fit: beta (M,) every slot's effect (β_A = 0; all 0 without
+    slot effects); value: the penalised objective; log_likelihood (without the penalty); converged: the
+    stopping rule met (`newton_maximum`). The strengths stay in the partitions (`PromptPartition.theta`)."""
+
+    beta: np.ndarray
+    value: float
+    log_likelihood: float
+    converged: bool
+
+
+@dataclass(frozen=True)
+class _Point:
+    """The driver's view of one point, from the partitions' `PassSums` at slot effects β (S,): the penalised
+    objective's value and log-likelihood, slot_gradient (S,) its gradient in β, max_gradient over every
+    entry (θ and β), and the slot side of the Newton system (slot_block with the ridge, coupling)."""
+
+    value: float
+    log_likelihood: float
+    slot_gradient: np.ndarray
+    max_gradient: float
+    slot_block: np.ndarray
+    coupling: np.ndarray
+
+    @classmethod
+    def of(cls, parts: Sequence[PassSums], beta: np.ndarray, ridge: float) -> _Point:
+        sums = reduce(operator.add, parts)
+        slot_gradient = ridge * beta + sums.slot_gradient
+        return cls(0.5 * ridge * (sums.squared_strengths + float(beta @ beta)) - sums.log_likelihood,
+                   sums.log_likelihood, slot_gradient,
+                   max(sums.strength_gradient_max, float(np.abs(slot_gradient).max(initial=0.0))),
+                   sums.slot_block + ridge * np.eye(len(beta)), sums.coupling)
+
+    def slot_step(self) -> np.ndarray:
+        """The Newton step of the slot effects, d_β (`_slot_step`)."""
+        return _slot_step(self.slot_block, self.coupling, self.slot_gradient)
+
+    def maximum(self, beta: np.ndarray, width: int, converged: bool) -> NewtonMaximum:
+        return NewtonMaximum(_slot_effects(beta, width), self.value, self.log_likelihood, converged)
+
+
+def _slot_step(slot_block: np.ndarray, coupling: np.ndarray, g_beta: np.ndarray) -> np.ndarray:
+    """The slot effects' part of −H⁻¹·gradient from the Schur complement: d_β = −(S − Σ BᵀA⁻¹B)⁻¹
+    (g_β − Σ BᵀA⁻¹g), given the slot block S (with the ridge) and the coupling Σ Bₚᵀ[Aₚ⁻¹gₚ | Aₚ⁻¹Bₚ]."""
+    return -np.linalg.solve(slot_block - coupling[:, 1:], g_beta - coupling[:, 0])
+
+
+def _strength_step(solved: np.ndarray, d_beta: np.ndarray) -> np.ndarray:
+    """The strengths' part of −H⁻¹·gradient given d_β: (P, M) d_θ = −(Aₚ⁻¹gₚ + Aₚ⁻¹Bₚ·d_β) from the solved
+    blocks (P, M, 1 + S)."""
+    return -(solved[:, :, 0] + solved[:, :, 1:] @ d_beta)
 
 
 def _solved_blocks(blocks: Hessian, g_theta: np.ndarray) -> np.ndarray:
@@ -301,13 +455,15 @@ def _coupling(cross: np.ndarray, solved: np.ndarray) -> np.ndarray:
 
 def penalised_objective(params: np.ndarray, stages: Stages, n_theta: int, ridge: float) -> tuple[float, np.ndarray]:
     """(−log-likelihood + (ridge/2)·‖params‖², its gradient) at params = (θ (n_theta), β_B, β_C, …)."""
-    evaluation = _evaluate(params, stages, n_theta, ridge)
-    return evaluation.value, evaluation.gradient
+    beta = params[n_theta:]
+    sums, g_theta = _pass(params[:n_theta].reshape(-1, stages.width), beta, stages, ridge)
+    at = _Point.of([sums], beta, ridge)
+    return at.value, np.concatenate([g_theta.ravel(), at.slot_gradient])
 
 
 def penalised_hessian(params: np.ndarray, stages: Stages, n_prompts: int, width: int, ridge: float) -> Hessian:
     """The Hessian of `penalised_objective` at params = (θ (P·M), β_B, …), for the whole study at once (the
-    fit solves it a chunk of prompts at a time: `newton_maximum`).
+    fit solves it a partition's chunk of prompts at a time: `PromptPartition.evaluate`).
 
     In stage t with softmax weights w over its images (w_c on image c, v_s = the weight on slot s), −log P
     has the Hessian diag(w) − w wᵀ in the utilities u = θ_image + β_slot: so the strengths' block of a
@@ -315,7 +471,7 @@ def penalised_hessian(params: np.ndarray, stages: Stages, n_prompts: int, width:
     slot block diag(v) − v vᵀ over every stage; the ridge adds ridge·I.
     """
     n_theta, n_slots = n_prompts * width, len(params) - n_prompts * width
-    theta, beta = params[:n_theta].reshape(n_prompts, width), _slot_effects(params, n_theta, width)
+    theta, beta = params[:n_theta].reshape(n_prompts, width), _slot_effects(params[n_theta:], width)
     blocks = [_chunk_at(theta, beta, stages, prompts).hessian(ridge, n_slots)
               for prompts in row_chunks(n_prompts, PROMPT_CHUNK)]
     return Hessian(np.concatenate([b.strengths for b in blocks]), np.concatenate([b.cross for b in blocks]),
@@ -325,68 +481,91 @@ def penalised_hessian(params: np.ndarray, stages: Stages, n_prompts: int, width:
 def newton_direction(hessian: Hessian, gradient: np.ndarray) -> np.ndarray:
     """−H⁻¹·gradient: every prompt's strengths block solved at once, the slot effects through the
     Schur complement S − Σ_p Bₚᵀ Aₚ⁻¹ Bₚ (A: the strengths blocks, B: the cross blocks, S: the slot
-    block)."""
+    block), then each prompt's strengths (`_slot_step`, `_strength_step`: the fit's own steps)."""
     n_prompts, width, _ = hessian.cross.shape
-    solved = _solved_blocks(hessian, gradient[: n_prompts * width].reshape(n_prompts, width))
-    return _direction(solved, hessian.slots, _coupling(hessian.cross, solved), gradient)
-
-
-def newton_maximum(stages: Stages, n_prompts: int, width: int, n_slots: int, ridge: float
-                   ) -> tuple[np.ndarray, float, bool]:
-    """(params at the minimum of `penalised_objective`, its value, converged): Newton steps from 0 with a
-    backtracking line search (module docstring). Converged when max |gradient| ≤ GRADIENT_TOLERANCE, or
-    when the step's predicted decrease −∇f·d falls below VALUE_RESOLUTION·|f| (the objective, a sum over
-    every stage, cannot resolve it, so no line search can judge the step: the full Newton step is taken,
-    which near the optimum squares the error, and the fit stops). Each pass over the stages evaluates the
-    objective at a trial point and solves its prompts' Newton blocks, which serve if the point is taken."""
     n_theta = n_prompts * width
-    params = np.zeros(n_theta + n_slots)
-    solved = np.empty((n_prompts, width, 1 + n_slots))
-    at = _evaluate(params, stages, n_theta, ridge, solved)
+    solved = _solved_blocks(hessian, gradient[:n_theta].reshape(n_prompts, width))
+    d_beta = _slot_step(hessian.slots, _coupling(hessian.cross, solved), gradient[n_theta:])
+    return np.concatenate([_strength_step(solved, d_beta).ravel(), d_beta])
+
+
+def newton_maximum(partitions: PartitionMap, width: int, n_slots: int, ridge: float) -> NewtonMaximum:
+    """The minimum of `penalised_objective` over the partitions' prompts (their θ left there) with S =
+    n_slots slot effects (M − 1, or 0 to fix β at 0): Newton steps from 0 with a backtracking line search
+    (module docstring), the driver holding β, d_β and the summed `PassSums` only. Converged when max
+    |gradient| ≤ GRADIENT_TOLERANCE, or when the step's predicted decrease −∇f·d falls below
+    VALUE_RESOLUTION·|f| (the objective, a sum over every stage, cannot resolve it, so no line search can
+    judge the step: the full Newton step is taken, which near the optimum squares the error, and the fit
+    stops). Each pass over the stages evaluates the objective at a trial point and solves its prompts'
+    Newton blocks, which serve if the point is taken."""
+    _check_ridge(ridge)
+    partitions("start", n_slots, ridge)
+    beta = np.zeros(n_slots)
+    at = _Point.of(partitions("evaluate", beta, 0.0, True), beta, ridge)
+    partitions("accept")
     for _ in range(MAX_NEWTON_STEPS):
-        if np.abs(at.gradient).max(initial=0.0) <= GRADIENT_TOLERANCE:
-            return params, at.value, True
-        direction = at.direction(solved)
-        value, slope, step = at.value, float(at.gradient @ direction), 1.0
-        del at  # frees its gradient for the trials' (the step is known)
-        if -slope <= VALUE_RESOLUTION * max(1.0, abs(value)):
-            params = params + direction
-            return params, _evaluate(params, stages, n_theta, ridge).value, True
+        if at.max_gradient <= GRADIENT_TOLERANCE:
+            return at.maximum(beta, width, True)
+        d_beta = at.slot_step()
+        slope, step = sum(partitions("set_direction", d_beta)) + float(at.slot_gradient @ d_beta), 1.0
+        if -slope <= VALUE_RESOLUTION * max(1.0, abs(at.value)):
+            beta = beta + d_beta
+            at = _Point.of(partitions("evaluate", beta, step, False), beta, ridge)
+            partitions("accept")
+            return at.maximum(beta, width, True)
         while True:
-            trial = params + step * direction
-            at = _evaluate(trial, stages, n_theta, ridge, solved)
-            if at.value <= value + ARMIJO * step * slope:
+            trial_beta = beta + step * d_beta
+            trial = _Point.of(partitions("evaluate", trial_beta, step, True), trial_beta, ridge)
+            if trial.value <= at.value + ARMIJO * step * slope:
                 break
             step /= 2
             if step < MIN_STEP:
-                return params, value, False
-        params = trial
-    return params, at.value, bool(np.abs(at.gradient).max(initial=0.0) <= GRADIENT_TOLERANCE)
+                return at.maximum(beta, width, False)
+        partitions("accept")
+        beta, at = trial_beta, trial
+    return at.maximum(beta, width, at.max_gradient <= GRADIENT_TOLERANCE)
+
+
+def _check_ridge(ridge: float) -> None:
+    if ridge <= 0:
+        raise ValueError(f"the ridge must be positive (it keeps θ finite), got {ridge}")
+
+
+def fit_partitions(partitions: Sequence[PromptPartition], ridge: float = DEFAULT_RIDGE,
+                   slot_effects: bool = True) -> NewtonMaximum:
+    """`newton_maximum` over these partitions in this process (one study's prompts, in any ranges: their
+    strengths are then each partition's `theta()`); `slot_effects=False` fixes every β at 0."""
+    widths = sorted({partition.width for partition in partitions})
+    if len(widths) != 1:
+        raise ValueError(f"the partitions of one fit must share the width M (the study's largest pool), got {widths}: "
+                         "build each from `calls.rows(prompts)` of the same OrderedCalls")
+    width = widths[0]
+    return newton_maximum(LocalPartitions(partitions), width, width - 1 if slot_effects else 0, ridge)
 
 
 def plackett_luce_fit(calls: OrderedCalls, ridge: float = DEFAULT_RIDGE, slot_effects: bool = True) -> PlackettLuceFit:
-    """The fitted model and its pick per prompt (module docstring); `slot_effects=False` fixes every
-    β at 0 (plain Plackett–Luce, e.g. to compare with choix)."""
-    if ridge <= 0:
-        raise ValueError(f"the ridge must be positive (it keeps θ finite), got {ridge}")
-    n_prompts, width = calls.n_prompts, calls.width
-    n_theta = n_prompts * width
-    stages = ranking_stages(calls)
-    params, value, converged = newton_maximum(stages, n_prompts, width, width - 1 if slot_effects else 0, ridge)
-    theta = params[:n_theta].reshape(n_prompts, width)
-    beta = np.concatenate([[0.0], params[n_theta:]]) if slot_effects else np.zeros(width)
+    """The fitted model and its pick per prompt (module docstring), every prompt in one partition;
+    `slot_effects=False` fixes every β at 0 (plain Plackett–Luce, e.g. to compare with choix)."""
+    _check_ridge(ridge)  # before the stages are laid out
+    partition = PromptPartition.from_calls(calls)
+    maximum = fit_partitions([partition], ridge, slot_effects)
+    return plackett_luce_result(calls, partition.theta(), maximum)
+
+
+def plackett_luce_result(calls: OrderedCalls, theta: np.ndarray, maximum: NewtonMaximum) -> PlackettLuceFit:
+    """The `PlackettLuceFit` of the calls given their fitted strengths theta (P, M) (the partitions' `theta()`
+    in prompt order) and the driver's result."""
     acted = calls.valid.any(axis=1)
     full = np.concatenate([calls.rows(prompts).full_ranking.all(axis=1)
-                           for prompts in row_chunks(n_prompts, PROMPT_CHUNK)])
+                           for prompts in row_chunks(calls.n_prompts, PROMPT_CHUNK)])
     eligible = calls.mask & acted[:, None]
-    penalty = 0.5 * ridge * float(params @ params)
     return PlackettLuceFit(
         pick=best_of(theta, eligible, calls.tie_ranks, PL_TIE_TOLERANCE),
         theta=np.where(eligible, theta, np.nan),
-        beta=beta,
+        beta=maximum.beta,
         full=full,
         partial=acted & ~full,
         abstained=~acted,
-        converged=converged,
-        log_likelihood=-(value - penalty),
+        converged=maximum.converged,
+        log_likelihood=maximum.log_likelihood,
     )
