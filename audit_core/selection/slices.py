@@ -17,6 +17,11 @@ Built-in slices (DESIGN §4, slices), in this order:
 without a value (missing attribute, no votes, no ratings) gets the value "(none)";
 values no prompt has are not listed.
 
+The rules have one home each, here, for a study seen whole (`partitions`) and held in partitions
+(`slice_summaries`): the cut points (`consensus_median`, `range_cuts`), every prompt's label given them
+(`slice_labels`), a slice's values from its distinct labels (`slice_values`), which slices there are
+(`layout`) and the codes into given values (`partition`).
+
 Within a value, n is the number of its prompts the policy acts on and coverage = n / the
 value's prompts. regret, gain, random_regret (random on the same prompts) and
 stereotype_delta are means over those prompts with fixed-n intervals (resampled within
@@ -27,7 +32,7 @@ never zero risk.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -37,11 +42,13 @@ import pandas as pd
 from audit_core.errors import InputError
 from audit_core.selection import metrics
 from audit_core.selection.data import SelectionData
-from audit_core.selection.position import range_tertiles
 from audit_core.stats.bootstrap import FixedNMeans, ratio
 
 NONE = "(none)"
 BUILT_IN = ("all", "country", "category", "pool_size", "best", "consensus", "range")
+ORDERS = {"best": ("unique", "tied"), "consensus": ("high", "low"), "range": ("low", "mid", "high")}  # fixed values
+RANGE_QUANTILES = (1 / 3, 2 / 3)
+CONSENSUS_LEFT_OUT = "consensus slice left out: no candidate has two or more alignment votes"
 INTERVAL_STATS = ("regret", "gain", "random_regret", "stereotype_delta")
 POINT_STATS = ("bmr", "bmr_random", "best")
 SLICE_COLUMNS = [
@@ -71,20 +78,61 @@ class Partition:
         return np.bincount(self.codes, minlength=len(self.values))
 
 
-def partition(name: str, labels: Sequence[object], order: Sequence[object] | None = None) -> Partition:
+@dataclass(frozen=True)
+class SliceValues:
+    """One slice's values: its prompts' distinct labels in value order, as the labels are (pool sizes are
+    ints, sorted as numbers), and whether some prompt has no label ("(none)", last)."""
+
+    name: str
+    labels: tuple[object, ...]
+    missing: bool
+
+    @property
+    def values(self) -> list[str]:
+        """The value names, as `Partition.values` shows them."""
+        return [str(v) for v in self.labels] + ([NONE] if self.missing else [])
+
+
+def distinct_labels(labels: Iterable[object]) -> tuple[tuple[object, ...], bool]:
+    """(the distinct labels in the order first seen, None/NaN left out; whether some label is None/NaN).
+    Of the distinct labels of consecutive prompts, those of their concatenation are `pd.unique` of theirs
+    concatenated: the same labels in the same order."""
+    labels = pd.Series(list(labels), dtype=object)
+    present = labels.notna()
+    return tuple(pd.unique(labels[present])), bool((~present).any())
+
+
+def slice_values(
+    name: str, seen: Sequence[object], missing: bool, order: Sequence[object] | None = None,
+) -> SliceValues:
+    """The slice's values from its distinct labels `seen`: in `order` when given (values no prompt has
+    dropped), else the labels sorted (pandas `sort_values`)."""
+    if order is not None:
+        kept = set(seen)
+        return SliceValues(name, tuple(v for v in order if v in kept), missing)
+    return SliceValues(name, tuple(pd.Series(list(seen), dtype=object).sort_values()), missing)
+
+
+def partition(
+    name: str, labels: Sequence[object], order: Sequence[object] | None = None, values: SliceValues | None = None,
+) -> Partition:
     """The slice `name` from each prompt's label (None/NaN: no value, shown as "(none)").
 
     Values follow `order` when given, else the labels' sorted order; "(none)" comes last.
-    Values no prompt has are dropped.
+    Values no prompt has are dropped. Given `values` (a whole study's, for some of its prompts),
+    the codes index those instead; a label outside them raises ValueError.
     """
     labels = pd.Series(list(labels), dtype=object)
     present = labels.notna().to_numpy()
-    seen = pd.unique(labels[present])
-    values = [v for v in order if v in set(seen)] if order is not None else list(pd.Series(seen).sort_values())
-    codes = np.full(len(labels), len(values), dtype=np.int64)
-    codes[present] = pd.Index(values).get_indexer(labels[present])
-    names = [str(v) for v in values] + ([NONE] if (~present).any() else [])
-    return Partition(name, names, codes)
+    if values is None:
+        values = slice_values(name, *distinct_labels(labels), order)
+    codes = np.full(len(labels), len(values.labels), dtype=np.int64)
+    codes[present] = pd.Index(list(values.labels), dtype=object).get_indexer(labels[present])
+    if (codes < 0).any() or (not values.missing and not present.all()):
+        outside = labels[present][codes[present] < 0]
+        raise ValueError(f"slice {name!r}: label {outside.iloc[0] if len(outside) else None!r} is not among its "
+                         f"values {values.values}")
+    return Partition(name, values.values, codes)
 
 
 def prompt_disagreement(data: SelectionData) -> np.ndarray:
@@ -98,17 +146,43 @@ def prompt_disagreement(data: SelectionData) -> np.ndarray:
         return np.where(counted.any(axis=1), np.nansum(variance, axis=1) / counted.sum(axis=1), np.nan)
 
 
-def consensus_labels(disagreement: np.ndarray) -> np.ndarray:
-    """"high" where disagreement is strictly below its median over prompts, else "low"; None
-    where undefined."""
-    median = np.nanmedian(disagreement) if (~np.isnan(disagreement)).any() else np.nan
+def consensus_median(disagreement: np.ndarray) -> float:
+    """The median over prompts of the disagreement (`np.nanmedian`); NaN when no prompt has one."""
+    return float(np.nanmedian(disagreement)) if (~np.isnan(disagreement)).any() else np.nan
+
+
+def consensus_labels(disagreement: np.ndarray, median: float | None = None) -> np.ndarray:
+    """"high" where disagreement is strictly below the median over prompts, else "low"; None
+    where undefined. `median`: the whole study's (`consensus_median`), by default these prompts'."""
+    median = consensus_median(disagreement) if median is None else median
     return np.where(np.isnan(disagreement), None, np.where(disagreement < median, "high", "low"))
 
 
-def range_labels(h: np.ndarray) -> np.ndarray:
+def range_cuts(spread: np.ndarray) -> np.ndarray:
+    """(q1, q2): the 1/3 and 2/3 quantiles (numpy's, linear) of the rating range over prompts with one,
+    as the flip table cuts it (`position.range_tertiles`); NaN both when no prompt has one."""
+    known = spread[~np.isnan(spread)]
+    return np.quantile(known, RANGE_QUANTILES) if len(known) else np.full(len(RANGE_QUANTILES), np.nan)
+
+
+def tertile_labels(spread: np.ndarray, q1: float, q2: float) -> np.ndarray:
+    """"low" / "mid" / "high" per prompt from given cut points, as `position.range_tertiles` labels:
+    low ≤ q1 < mid ≤ q2 < high with a 1e-12 tolerance (equal ranges stay in the lower group); ""
+    where the range is undefined."""
+    labels = np.full(len(spread), "", dtype=object)
+    known = ~np.isnan(spread)
+    labels[known] = np.where(spread[known] <= q1 + metrics.TOL, "low",
+                             np.where(spread[known] <= q2 + metrics.TOL, "mid", "high"))
+    return labels
+
+
+def range_labels(h: np.ndarray, cuts: Sequence[float] | None = None) -> np.ndarray:
     """"low" / "mid" / "high" tertile of the rating range h* − min h, cut as the flip table
-    cuts it (`position.range_tertiles`); None where unrated."""
-    labels = range_tertiles(metrics.value_range(h))
+    cuts it; None where unrated. `cuts`: the whole study's (q1, q2) (`range_cuts`), by default
+    these prompts'."""
+    spread = metrics.value_range(h)
+    q1, q2 = range_cuts(spread) if cuts is None else cuts
+    labels = tertile_labels(spread, q1, q2)
     return np.where(labels == "", None, labels)
 
 
@@ -119,33 +193,62 @@ def best_labels(h: np.ndarray) -> np.ndarray:
     return np.where(top == 0, None, np.where(top == 1, "unique", "tied"))
 
 
+def check_slice_columns(columns: Iterable[str], by: Sequence[str]) -> None:
+    """Raise InputError naming a column of `by` that is not a prompt attribute (`columns`: the prompts
+    table's, the same in every partition of a study)."""
+    columns = [c for c in columns if c != "m"]
+    unknown = [c for c in by if c not in columns]
+    if unknown:
+        raise InputError(f"slice column {unknown[0]!r} is not a prompt attribute (columns of the prompts table: "
+                         f"{', '.join(columns)})")
+
+
+def slice_names(by: Sequence[str] = ()) -> list[str]:
+    """The slices in order: the built-in ones, then each column of `by` (once; a built-in name adds nothing)."""
+    return [*BUILT_IN, *(column for column in dict.fromkeys(by) if column not in BUILT_IN)]
+
+
+def slice_labels(
+    data: SelectionData, by: Sequence[str] = (), median: float | None = None, cuts: Sequence[float] | None = None,
+) -> dict[str, Sequence[object]]:
+    """slice name -> each prompt's label (None/NaN: none), every slice of `slice_names(by)`, the consensus
+    split at `median` and the range at `cuts` (by default these prompts' own). Raises InputError naming a
+    column of `by` that is not a prompt attribute."""
+    check_slice_columns(data.prompts.columns, by)
+    h = data.utility
+    labels = {
+        "all": ["all"] * data.n_prompts,
+        "country": data.prompts["country"],
+        "category": data.prompts["category"],
+        "pool_size": data.pool_sizes,
+        "best": best_labels(h),
+        "consensus": consensus_labels(prompt_disagreement(data), median),
+        "range": range_labels(h, cuts),
+    }
+    return {name: labels[name] if name in labels else data.prompts[name] for name in slice_names(by)}
+
+
+def layout(distinct: Mapping[str, tuple[Sequence[object], bool]]) -> tuple[list[SliceValues], list[str]]:
+    """The slices' values from each one's (distinct labels, whether some prompt has none), in the order
+    given, and notes on slices left out: the consensus slice when no prompt has a disagreement value."""
+    kept, notes = [], []
+    for name, (seen, missing) in distinct.items():
+        if name == "consensus" and not len(seen):
+            notes.append(CONSENSUS_LEFT_OUT)
+        else:
+            kept.append(slice_values(name, seen, missing, ORDERS.get(name)))
+    return kept, notes
+
+
 def partitions(data: SelectionData, by: Sequence[str] = ()) -> tuple[list[Partition], list[str]]:
     """The built-in slices, then one per column in `by`, and notes on slices left out.
 
     Raises InputError naming a column of `by` that is not a prompt attribute.
     """
-    columns = [c for c in data.prompts.columns if c != "m"]
-    unknown = [c for c in by if c not in columns]
-    if unknown:
-        raise InputError(f"slice column {unknown[0]!r} is not a prompt attribute (columns of the prompts table: "
-                         f"{', '.join(columns)})")
-    h = data.utility
-    disagreement = prompt_disagreement(data)
-    parts = [
-        partition("all", ["all"] * data.n_prompts),
-        partition("country", data.prompts["country"]),
-        partition("category", data.prompts["category"]),
-        partition("pool_size", data.pool_sizes),
-        partition("best", best_labels(h), order=["unique", "tied"]),
-    ]
-    notes = []
-    if np.isnan(disagreement).all():
-        notes.append("consensus slice left out: no candidate has two or more alignment votes")
-    else:
-        parts.append(partition("consensus", consensus_labels(disagreement), order=["high", "low"]))
-    parts.append(partition("range", range_labels(h), order=["low", "mid", "high"]))
-    parts += [partition(column, data.prompts[column]) for column in dict.fromkeys(by) if column not in BUILT_IN]
-    return parts, notes
+    labels = slice_labels(data, by, consensus_median(prompt_disagreement(data)),
+                          range_cuts(metrics.value_range(data.utility)))
+    values, notes = layout({name: distinct_labels(labelled) for name, labelled in labels.items()})
+    return [partition(v.name, labels[v.name], values=v) for v in values], notes
 
 
 def register_cells(means: FixedNMeans, part: Partition, stats: dict[str, np.ndarray]) -> np.ndarray:
