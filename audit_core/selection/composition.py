@@ -22,6 +22,9 @@ Equal ratings are equal within `metrics.TOL`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -37,33 +40,89 @@ def composition_columns(sizes: list[int]) -> list[str]:
 
 def composition_table(data: SelectionData) -> pd.DataFrame:
     """Composition rows: the "all" row, then countries, then generators (each sorted by name)."""
+    return composition_from_summary(composition_summary(data))
+
+
+# A group's counts: prompts by pool size (0..M), then ties, best_tied, images and the counts of the rated
+# candidates (alignment, stereotype) and of the prompts with a range; and the sums those three means divide.
+_COUNTED = ("ties", "best_tied", "images")
+_MEANS = ("alignment_mean", "stereotype_mean", "range_mean")
+
+
+@dataclass(frozen=True, eq=False)
+class CompositionSummary:
+    """The composition table's counts and sums over some prompts: (level, value) -> (pools (M + 1,) int64
+    prompts by pool size, counts (6,) int64: ties, best_tied, images and the values behind each mean,
+    sums (3,) float64 of those values), for "all", each country and each generator seen. O(M) numbers a
+    group, however many prompts."""
+
+    groups: Mapping[tuple[str, str], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+    def __add__(self, other: CompositionSummary) -> CompositionSummary:
+        """Group by group (a group in one summary only kept as is), pool sizes up to the wider side."""
+        if not isinstance(other, CompositionSummary):
+            return NotImplemented
+        groups = dict(self.groups)
+        for key, (pools, counts, sums) in other.groups.items():
+            if key not in groups:
+                groups[key] = (pools, counts, sums)
+                continue
+            mine = groups[key][0]
+            wide = np.zeros(max(len(mine), len(pools)), dtype=np.int64)
+            wide[:len(mine)] += mine
+            wide[:len(pools)] += pools
+            groups[key] = (wide, groups[key][1] + counts, groups[key][2] + sums)
+        return CompositionSummary(groups)
+
+    def __radd__(self, other: object):
+        if isinstance(other, int) and other == 0:  # sum(summaries) starts from 0
+            return self
+        return NotImplemented
+
+
+def composition_summary(data: SelectionData) -> CompositionSummary:
+    """The composition counts and sums of the prompts of `data` (a whole study or a partition of one)."""
     h = data.utility
     stereotype = data.outcomes.get("stereotype", np.full(h.shape, np.nan))
     spread = metrics.value_range(h)
     best_count = (data.mask & (h >= metrics.oracle_value(h)[:, None] - metrics.TOL)).sum(axis=1)
-    sizes = sorted(int(k) for k in np.unique(data.pool_sizes))
+    width = data.mask.shape[1]
     countries = data.prompts["country"].fillna("").astype(str).to_numpy()
 
-    def row(level: str, value: str, prompts: np.ndarray, candidates: np.ndarray) -> list[object]:
-        m = data.pool_sizes[prompts]
-        return [
-            level, value, int(prompts.sum()), *[int((m == k).sum()) for k in sizes],
-            int((spread[prompts] <= metrics.TOL).sum()), int((best_count[prompts] > 1).sum()),
-            int(candidates.sum()), _mean(h[candidates]), _mean(stereotype[candidates]), _mean(spread[prompts]),
-        ]
+    def group(prompts: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        pools = np.bincount(data.pool_sizes[prompts], minlength=width + 1).astype(np.int64)
+        values = [_kept(h[candidates]), _kept(stereotype[candidates]), _kept(spread[prompts])]
+        counts = [(spread[prompts] <= metrics.TOL).sum(), (best_count[prompts] > 1).sum(), candidates.sum(),
+                  *[len(v) for v in values]]
+        return pools, np.array(counts, dtype=np.int64), np.array([np.sum(v) for v in values], dtype=float)
 
-    every = np.ones(data.n_prompts, dtype=bool)
-    rows = [row("all", "all", every, data.mask)]
+    groups = {("all", "all"): group(np.ones(data.n_prompts, dtype=bool), data.mask)}
     for country in sorted(set(countries)):
         prompts = countries == country
-        rows.append(row("country", country, prompts, data.mask & prompts[:, None]))
+        groups[("country", country)] = group(prompts, data.mask & prompts[:, None])
     for generator in sorted(set(data.source_models[data.mask]) - {""}):
         images = data.mask & (data.source_models == generator)
-        rows.append(row("generator", generator, images.any(axis=1), images))
+        groups[("generator", generator)] = group(images.any(axis=1), images)
+    return CompositionSummary(groups)
+
+
+def composition_from_summary(summary: CompositionSummary) -> pd.DataFrame:
+    """`composition_table` of the prompts `summary` counts: the "all" row, countries, generators (each by name),
+    a pools_m<k> column per pool size k some prompt has. Each mean is its sum over its count (NaN for none)."""
+    pools = summary.groups[("all", "all")][0]
+    sizes = [int(k) for k in np.nonzero(pools)[0]]
+    rows = []
+    for level in ("all", "country", "generator"):
+        for key in sorted(key for key in summary.groups if key[0] == level):
+            by_size, counts, sums = summary.groups[key]
+            rows.append([
+                level, key[1], int(by_size.sum()), *[int(by_size[k]) if k < len(by_size) else 0 for k in sizes],
+                *[int(c) for c in counts[:len(_COUNTED)]],
+                *[float(total / n) if n else np.nan for total, n in zip(sums, counts[len(_COUNTED):])],
+            ])
     return pd.DataFrame(rows, columns=composition_columns(sizes))
 
 
-def _mean(values: np.ndarray) -> float:
-    """Mean of the non-NaN values; NaN when there are none."""
-    values = values[~np.isnan(values)]
-    return float(values.mean()) if len(values) else np.nan
+def _kept(values: np.ndarray) -> np.ndarray:
+    """The non-NaN values (their mean: sum / count, as `values.mean()` computes it)."""
+    return values[~np.isnan(values)]

@@ -57,17 +57,29 @@ def slot_table(data: SelectionData, judge: str) -> pd.DataFrame:
     valid, sizes = _valid_calls(data, judge)
     slot, m = data.slots[judge][valid], sizes[valid]
     width = data.mask.shape[1]
+    return slot_frame(judge, slot_counts_by_size(slot, m, width), expected_slot_counts(m, width))
+
+
+def slot_counts_by_size(slot: np.ndarray, sizes: np.ndarray, width: int) -> np.ndarray:
+    """(width + 1, width) int64: [m, s] = the valid calls (`slot`, their pool sizes `sizes`) with pool
+    size m that chose slot s; counts of prompts held apart add up."""
+    cell = np.asarray(sizes, dtype=np.int64) * width + np.asarray(slot, dtype=np.int64)
+    return np.bincount(cell, minlength=(width + 1) * width).astype(np.int64).reshape(width + 1, width)
+
+
+def slot_frame(judge: str, by_size: np.ndarray, expected: np.ndarray) -> pd.DataFrame:
+    """`slot_table`'s rows from the valid calls' `slot_counts_by_size` and their `expected_slot_counts`."""
+    width = by_size.shape[1]
     rows = []
-    for size in np.unique(m):
-        chosen = slot[m == size]
-        counts = np.bincount(chosen, minlength=size)
+    for size in np.nonzero(by_size.sum(axis=1))[0]:
+        counts, chosen = by_size[size], by_size[size].sum()
         for s in range(size):
-            rows.append((judge, int(size), slot_labels(width)[s], counts[s] / len(chosen), 1 / size, int(counts[s])))
-    counts = np.bincount(slot, minlength=width)
-    expected = expected_slot_counts(m, width)
+            rows.append((judge, int(size), slot_labels(width)[s], counts[s] / chosen, 1 / size, int(counts[s])))
+    counts = by_size.sum(axis=0)
+    n = int(counts.sum())  # valid calls
     for s in range(width):
-        share = counts[s] / len(slot) if len(slot) else np.nan
-        uniform = expected[s] / len(slot) if len(slot) else np.nan
+        share = counts[s] / n if n else np.nan
+        uniform = expected[s] / n if n else np.nan
         rows.append((judge, pd.NA, slot_labels(width)[s], share, uniform, int(counts[s])))
     frame = pd.DataFrame(rows, columns=SLOT_COLUMNS)
     frame["m"] = frame["m"].astype("Int64")
@@ -87,8 +99,14 @@ def slot_chi_square(data: SelectionData, judge: str) -> tuple[float, int, float]
     """
     valid, sizes = _valid_calls(data, judge)
     width = data.mask.shape[1]
-    observed = np.bincount(data.slots[judge][valid], minlength=width).astype(float)
-    expected = expected_slot_counts(sizes[valid], width)
+    observed = np.bincount(data.slots[judge][valid], minlength=width)
+    return chi_square_of_counts(observed, expected_slot_counts(sizes[valid], width))
+
+
+def chi_square_of_counts(observed: np.ndarray, expected: np.ndarray) -> tuple[float, int, float]:
+    """`slot_chi_square` of the pooled slot counts `observed` (width,) and their uniform expectation
+    `expected` (width,) (`expected_slot_counts`): (χ², df, p) over the slots with E_s > 0."""
+    observed = np.asarray(observed).astype(float)
     keep = expected > 0
     if keep.sum() < 2:
         return (float("nan"), 0, float("nan"))
@@ -233,11 +251,18 @@ def range_tertiles(spread: np.ndarray) -> np.ndarray:
     (linear interpolation): low ≤ q1 < mid ≤ q2 < high, with a 1e-12 tolerance so that
     equal ranges stay together in the lower group; "" where the range is undefined.
     """
-    labels = np.full(len(spread), "", dtype=object)
     known = ~np.isnan(spread)
     if not known.any():
-        return labels
-    q1, q2 = np.quantile(spread[known], [1 / 3, 2 / 3])
+        return np.full(len(spread), "", dtype=object)
+    return tertile_labels(spread, *np.quantile(spread[known], [1 / 3, 2 / 3]))
+
+
+def tertile_labels(spread: np.ndarray, q1: float, q2: float) -> np.ndarray:
+    """Label per prompt by the cut points q1 ≤ q2: "low" where spread ≤ q1 + TOL, "mid" where
+    ≤ q2 + TOL, else "high"; "" where the spread is NaN (`range_tertiles` with given cut points, as a
+    partition of a study labels its prompts by the whole study's cut points)."""
+    labels = np.full(len(spread), "", dtype=object)
+    known = ~np.isnan(spread)
     labels[known] = np.where(spread[known] <= q1 + metrics.TOL, "low",
                              np.where(spread[known] <= q2 + metrics.TOL, "mid", "high"))
     return labels
@@ -294,6 +319,20 @@ def _fixed_n_interval(values: np.ndarray, resampling: Resampling) -> tuple[float
     return (float(lo[0]), float(hi[0]))
 
 
+def fixed_n_interval_of_counts(distinct: np.ndarray, counts: np.ndarray, resampling: Resampling
+                              ) -> tuple[float, float]:
+    """`_fixed_n_interval` of n = Σ counts > `bootstrap.EXACT_DRAWS_UP_TO` values given by their multiset
+    (`bootstrap.counted_means`: distinct ascending float64, counts int64). ValueError for the rare value set
+    whose resamples keep index draws (non-finite values, or values that fit no lattice window), which
+    depend on the values' order."""
+    means = bootstrap.counted_means(distinct, counts, resampling)
+    if means is None:
+        raise ValueError(f"the fixed-n interval of these {int(np.sum(counts))} values draws them by index "
+                         "(non-finite values or an extreme outlier): it needs the values in prompt order")
+    lo, hi = bootstrap.percentile_interval(means[:, None])
+    return (float(lo[0]), float(hi[0]))
+
+
 def first_slot_interval(first: np.ndarray, valid: np.ndarray, resampling: Resampling) -> tuple[float, float]:
     """95% percentile interval of Σ_p first_p / Σ_p valid_p (the first-slot share of valid calls)
     under a prompt-level bootstrap of the n prompts with a valid call (a prompt's orders travel together).
@@ -308,14 +347,27 @@ def first_slot_interval(first: np.ndarray, valid: np.ndarray, resampling: Resamp
     keep = valid > 0
     pairs = np.column_stack([first[keep], valid[keep]]).astype(float)
     n = len(pairs)
+    if n > bootstrap.EXACT_DRAWS_UP_TO:
+        return first_slot_interval_of_counts(*np.unique(pairs, axis=0, return_counts=True), resampling)
     if n == 0 or resampling.resamples == 0:
         return (float("nan"), float("nan"))
-    if n <= bootstrap.EXACT_DRAWS_UP_TO:
-        totals = bootstrap.resampled_sums(pairs, resampling).totals
-    else:
-        distinct, counts = np.unique(pairs, axis=0, return_counts=True)
-        draws = np.random.default_rng(resampling.seed).multinomial(n, counts / n, size=resampling.resamples)
-        totals = draws @ distinct
+    return _share_interval(bootstrap.resampled_sums(pairs, resampling).totals)
+
+
+def first_slot_interval_of_counts(distinct: np.ndarray, counts: np.ndarray, resampling: Resampling
+                                  ) -> tuple[float, float]:
+    """`first_slot_interval` of n = Σ counts > `bootstrap.EXACT_DRAWS_UP_TO` prompts given by their
+    distinct (first, valid) pairs (k, 2) float, in `np.unique(axis=0)` order, counts[i] prompts each:
+    above EXACT_DRAWS_UP_TO the interval depends on these alone."""
+    n = int(np.sum(counts))
+    if n == 0 or resampling.resamples == 0:
+        return (float("nan"), float("nan"))
+    draws = np.random.default_rng(resampling.seed).multinomial(n, counts / n, size=resampling.resamples)
+    return _share_interval(draws @ distinct)
+
+
+def _share_interval(totals: np.ndarray) -> tuple[float, float]:
+    """95% percentile interval of totals[:, 0] / totals[:, 1] over the resamples (rows)."""
     lo, hi = bootstrap.percentile_interval(bootstrap.ratio(totals[:, 0], totals[:, 1]))
     return (float(lo[0]), float(hi[0]))
 

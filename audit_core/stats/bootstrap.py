@@ -353,6 +353,42 @@ def multinomial_means(distinct: np.ndarray, counts: np.ndarray, rng: np.random.G
     return out / n
 
 
+def _counted_means(distinct: np.ndarray, counts: np.ndarray, child: np.random.Generator,
+                   resamples: int) -> np.ndarray | None:
+    """(B,) fixed-n resample means of n = Σ counts > EXACT_DRAWS_UP_TO values, counts[i] of them at
+    distinct[i] (ascending, as `np.unique` gives them), by the first of paths 1–3 (module docstring) that
+    applies, from a generator keyed by the values (`_keyed`, from `child`); None when the values keep
+    index draws (a non-finite value, or one that cannot be put on MAX_WINDOW lattice points): these depend
+    on the values' order, not only on their multiset."""
+    n = int(counts.sum())
+    lattice = _lattice(distinct, counts)
+    if lattice is not None and _sum_window(lattice.counts / n, n)[1] <= MAX_WINDOW:
+        return lattice_means(lattice, _keyed(child, distinct, counts), resamples)
+    if not (np.isfinite(distinct[0]) and np.isfinite(distinct[-1])):
+        return None
+    if len(distinct) <= min(MULTINOMIAL_UP_TO, n / FEW_DISTINCT):
+        return multinomial_means(distinct, counts, _keyed(child, distinct, counts), resamples)
+    if (rounded := rounded_lattice(distinct, counts, resamples)) is not None:
+        return lattice_means(rounded.lattice, _keyed(child, distinct, counts), resamples)
+    return None
+
+
+def counted_means(distinct: np.ndarray, counts: np.ndarray, resampling: Resampling) -> np.ndarray | None:
+    """(B,) `fixed_n_means` of one column of n = Σ counts > EXACT_DRAWS_UP_TO values given by their
+    multiset alone: counts[i] (int64) of them at distinct[i] (float64, ascending, NaN-free: `np.unique`'s
+    return_counts). Equal to `fixed_n_means` of any column holding those values, since above
+    EXACT_DRAWS_UP_TO its draws depend on the multiset only; None when they keep index draws (non-finite
+    values, or a value set that fits no MAX_WINDOW lattice: `_counted_means`), which need the values in order."""
+    n = int(counts.sum())
+    if n <= EXACT_DRAWS_UP_TO:
+        raise ValueError(f"{n} values are drawn by index (n ≤ EXACT_DRAWS_UP_TO = {EXACT_DRAWS_UP_TO}): "
+                         "pass them in order to fixed_n_means")
+    if resampling.resamples == 0:
+        return np.empty(0)
+    return _counted_means(np.asarray(distinct, dtype=np.float64), np.asarray(counts, dtype=np.int64),
+                          StudyDraws(resampling.seed).spawn(1)[0], resampling.resamples)
+
+
 def _mean_samples(x: np.ndarray, rng: Draws, resamples: int) -> np.ndarray:
     """(K, B) fixed-n resample means of the columns of x (n ≥ 1, K), laid out per column.
 
@@ -370,18 +406,11 @@ def _mean_samples(x: np.ndarray, rng: Draws, resamples: int) -> np.ndarray:
     out = np.empty((x.shape[1], resamples))
     drawn = []
     for k in range(x.shape[1]):
-        distinct, counts = np.unique(x[:, k], return_counts=True)
-        lattice = _lattice(distinct, counts)
-        if lattice is not None and _sum_window(lattice.counts / n, n)[1] <= MAX_WINDOW:
-            out[k] = lattice_means(lattice, _keyed(child, distinct, counts), resamples)
-        elif not (np.isfinite(distinct[0]) and np.isfinite(distinct[-1])):
+        means = _counted_means(*np.unique(x[:, k], return_counts=True), child, resamples)
+        if means is None:
             drawn.append(k)
-        elif len(distinct) <= min(MULTINOMIAL_UP_TO, n / FEW_DISTINCT):
-            out[k] = multinomial_means(distinct, counts, _keyed(child, distinct, counts), resamples)
-        elif (rounded := rounded_lattice(distinct, counts, resamples)) is not None:
-            out[k] = lattice_means(rounded.lattice, _keyed(child, distinct, counts), resamples)
         else:
-            drawn.append(k)
+            out[k] = means
     if drawn:
         out[drawn] = _drawn_means(x[:, drawn], child, resamples)
     return out
