@@ -9,8 +9,14 @@ are made of the sum:
   `position.judge_summary` (judges), `position.slot_table` (positions), `position.generator_table`
   (generators), `position.flip_by_range` (flips_by_range) and `position.flip_by_near_ties`
   (flips_by_near_ties);
-- `composition_summary` → `composition_from_summary`: `composition.composition_table` (whose own rule,
-  both re-exported here).
+- `composition_summary` → `composition_from_summary`: `composition.composition_table` (both live in
+  `composition`, which makes its table so; re-exported here).
+
+The counts and tables have one home each, in `position`: counted by `judge_sums`, `generator_sums`,
+`tertile_groups` (labels: `tertile_labels` with the whole study's cut points, `range_cuts`) and
+`near_tie_groups`, made into rows by `judge_row`, `slot_frame`, `generator_frame`, `flip_range_frame` and
+`near_tie_frame`; the whole-study functions apply the same rules to the study as one partition, so the
+summary of a single partition gives their tables to the bit.
 
 Exact (the same bits as the whole-study functions): every count and the shares that are counts over
 counts (first_slot, flip_rate, share, count, share_order0, the slot shares), the range bounds (min and
@@ -51,19 +57,22 @@ from audit_core.selection.position import (
     JUDGE_COLUMNS,
     NEAR_TIE_COLUMNS,
     SLOT_COLUMNS,
-    TERTILES,
+    GroupStat,
     _fixed_n_interval,
-    _valid_calls,
-    chi_square_of_counts,
-    expected_slot_counts,
     first_slot_interval,
     first_slot_interval_of_counts,
     fixed_n_interval_of_counts,
+    flip_range_frame,
     flips,
+    generator_frame,
+    generator_sums,
+    judge_row,
+    judge_sums,
     near_tie_counts,
-    order_entropy,
-    slot_counts_by_size,
+    near_tie_frame,
+    near_tie_groups,
     slot_frame,
+    tertile_groups,
     tertile_labels,
 )
 from audit_core.selection.votes import valid_picks
@@ -139,6 +148,10 @@ class FixedNValues(_Sums):
             return _fixed_n_interval(self.ordered[:, 0], resampling)
         return fixed_n_interval_of_counts(self.distinct[:, 0], self.counts, resampling)
 
+    def stat(self, resampling: Resampling) -> GroupStat:
+        """The `position.GroupStat` of the values (d = 1): (n, total, `interval`)."""
+        return (self.n, float(self.total[0]), self.interval(resampling))
+
     def share_interval(self, resampling: Resampling) -> tuple[float, float]:
         """`position.first_slot_interval` of first-slot pairs (d = 2: first, valid; valid > 0)."""
         if self.ordered is not None:
@@ -158,19 +171,13 @@ def _unique(rows: np.ndarray, inverse: bool = False) -> tuple[np.ndarray, np.nda
 
 @dataclass(frozen=True, eq=False)
 class JudgeSummary(_Sums):
-    """One judge's counts, float sums and fixed-n groups over some prompts (module docstring: sizes).
+    """One judge's counts, float sums and fixed-n groups over some prompts (module docstring: sizes), as the
+    `position` functions count them.
 
-    statuses: (calls, recovered, parse_fail, runtime_fail); by_size (W + 1, W) valid calls by pool size and
-    chosen slot (`position.slot_counts_by_size`); expected (W,) `position.expected_slot_counts` of the valid
-    calls; inverse_sizes Σ 1/m over them; entropy (Σ, count) of `position.order_entropy` where defined;
-    flips: the flip indicators of the prompts where every order parsed; first_slot: the (first, valid) pairs of
-    the prompts with a valid call.
-    Generators (sorted by name): chosen, expected (Σ over valid calls of copies / m), chosen_first (order-0
-    picks), images (Σ, count) of their stereotype ratings, own: per generator the stereotype differences d_p
-    of the prompts whose order-0 pick is its image; with_first: prompts with an order-0 pick; rated: prompts
-    with a d_p.
-    Tertiles (low, mid, high): prompts, range_lo / range_hi (min / max range, ±inf when none), their flips;
-    near ties (index k = 0..W): prompts with k near-ties, their flips."""
+    orders, statuses, by_size, expected, inverse_sizes, entropy: `position.judge_sums`, with its flips and
+    first_slot pairs as FixedNValues; generators: `position.generator_sums` (sorted by name; own: per generator
+    its stereotype differences as FixedNValues); tertiles: `position.tertile_groups` (tertile_flips its
+    flips); near ties: `position.near_tie_groups` (index k = 0..W)."""
 
     judge: str
     orders: int
@@ -181,17 +188,9 @@ class JudgeSummary(_Sums):
     entropy: tuple[float, int]
     flips: FixedNValues
     first_slot: FixedNValues
-    generators: tuple[str, ...]
-    chosen: np.ndarray
-    generator_expected: np.ndarray
-    chosen_first: np.ndarray
-    images: tuple[np.ndarray, np.ndarray]
+    generators: Mapping[str, object]
     own: tuple[FixedNValues, ...]
-    with_first: int
-    rated: int
-    tertile_prompts: np.ndarray
-    range_lo: np.ndarray
-    range_hi: np.ndarray
+    tertiles: Mapping[str, np.ndarray]
     tertile_flips: tuple[FixedNValues, ...]
     near_tie_prompts: np.ndarray
     near_tie_flips: tuple[FixedNValues, ...]
@@ -204,39 +203,42 @@ class JudgeSummary(_Sums):
             raise ValueError(f"cannot add judge {other.judge!r}'s summary ({other.orders} orders, width "
                              f"{other.by_size.shape[1]}) to {self.judge!r}'s ({self.orders} orders, width "
                              f"{self.by_size.shape[1]}): summarise partitions of one study (`SelectionData.rows`)")
-        generators = tuple(sorted(set(self.generators) | set(other.generators)))
-        a, b = _aligned(self, generators), _aligned(other, generators)
+        names = tuple(sorted(set(self.generators["generators"]) | set(other.generators["generators"])))
+        (mine, my_own), (theirs, their_own) = _aligned(self, names), _aligned(other, names)
+        generators = {key: mine[key] + theirs[key] for key in _GENERATOR_SUMS}
+        lo, hi = self.tertiles, other.tertiles
         return JudgeSummary(
             self.judge, self.orders, self.statuses + other.statuses, self.by_size + other.by_size,
             self.expected + other.expected, self.inverse_sizes + other.inverse_sizes,
             (self.entropy[0] + other.entropy[0], self.entropy[1] + other.entropy[1]),
-            self.flips + other.flips, self.first_slot + other.first_slot, generators,
-            a["chosen"] + b["chosen"], a["generator_expected"] + b["generator_expected"],
-            a["chosen_first"] + b["chosen_first"], (a["image_sums"] + b["image_sums"], a["image_n"] + b["image_n"]),
-            tuple(x + y for x, y in zip(a["own"], b["own"])), self.with_first + other.with_first,
-            self.rated + other.rated, self.tertile_prompts + other.tertile_prompts,
-            np.minimum(self.range_lo, other.range_lo), np.maximum(self.range_hi, other.range_hi),
-            tuple(x + y for x, y in zip(self.tertile_flips, other.tertile_flips)),
+            self.flips + other.flips, self.first_slot + other.first_slot,
+            {"generators": names, **generators}, tuple(a + b for a, b in zip(my_own, their_own)),
+            {"prompts": lo["prompts"] + hi["prompts"], "range_lo": np.minimum(lo["range_lo"], hi["range_lo"]),
+             "range_hi": np.maximum(lo["range_hi"], hi["range_hi"])},
+            tuple(a + b for a, b in zip(self.tertile_flips, other.tertile_flips)),
             self.near_tie_prompts + other.near_tie_prompts,
-            tuple(x + y for x, y in zip(self.near_tie_flips, other.near_tie_flips)),
+            tuple(a + b for a, b in zip(self.near_tie_flips, other.near_tie_flips)),
         )
 
 
-def _aligned(summary: JudgeSummary, generators: Sequence[str]) -> dict[str, object]:
-    """The summary's per-generator fields on `generators` (a superset of its own, sorted), zero / empty elsewhere."""
-    rows = pd.Index(list(summary.generators)).get_indexer(list(generators))
+# `position.generator_sums`' fields that add up: per generator, or a count over the prompts
+_GENERATOR_SUMS = ("valid", "chosen", "expected", "chosen_first", "with_first", "image_sums", "image_n", "rated")
 
-    def spread(values: np.ndarray) -> np.ndarray:
-        out = np.zeros(len(generators), dtype=values.dtype)
-        out[rows >= 0] = values[rows[rows >= 0]]
-        return out
 
+def _aligned(summary: JudgeSummary, names: Sequence[str]) -> tuple[dict[str, object], list[FixedNValues]]:
+    """The summary's generator sums and own groups on `names` (a superset of its generators, sorted): zero
+    and empty for a generator it lacks."""
+    rows = pd.Index(list(summary.generators["generators"])).get_indexer(list(names))
+    sums = {}
+    for key in _GENERATOR_SUMS:
+        values = summary.generators[key]
+        if np.ndim(values) == 0:
+            sums[key] = values
+            continue
+        sums[key] = np.zeros(len(names), dtype=values.dtype)
+        sums[key][rows >= 0] = values[rows[rows >= 0]]
     empty = FixedNValues.of(np.empty(0))
-    return {
-        "chosen": spread(summary.chosen), "generator_expected": spread(summary.generator_expected),
-        "chosen_first": spread(summary.chosen_first), "image_sums": spread(summary.images[0]),
-        "image_n": spread(summary.images[1]), "own": [summary.own[r] if r >= 0 else empty for r in rows],
-    }
+    return sums, [summary.own[r] if r >= 0 else empty for r in rows]
 
 
 @dataclass(frozen=True, eq=False)
@@ -278,71 +280,21 @@ def judge_tables_summary(data: SelectionData, cuts: Cuts) -> JudgeTablesSummary:
 
 def _judge_summary(data: SelectionData, judge: str, spread: np.ndarray, labels: np.ndarray,
                    near: np.ndarray) -> JudgeSummary:
-    """`JudgeSummary` of a partition, counted as the `position` functions count."""
-    width = data.mask.shape[1]
-    status = data.statuses[judge]
-    valid, sizes = _valid_calls(data, judge)
-    picks = valid_picks(data.picks[judge])
-    flip = flips(picks)
-    entropy = order_entropy(picks, data.pool_sizes, width)
-    defined = ~np.isnan(entropy)
-    valid_per_prompt = valid.sum(axis=1)
-    first = (valid & (data.slots[judge] == 0)).sum(axis=1)
-    has_valid = valid_per_prompt > 0
-    generators = _generator_sums(data, valid, picks)
-    tertiles = [labels == name for name in TERTILES]
+    """`JudgeSummary` of a partition."""
+    sums = judge_sums(data, judge)
+    generators = generator_sums(data, judge)
+    flip = flips(valid_picks(data.picks[judge]))
+    tertiles = tertile_groups(spread, labels, flip)
+    near_ties = near_tie_groups(near, flip, data.mask.shape[1])
     return JudgeSummary(
-        judge=judge,
-        orders=picks.shape[1],
-        statuses=np.array([(status != "").sum(), (status == "recovered").sum(), (status == "parse_fail").sum(),
-                           (status == "runtime_fail").sum()], dtype=np.int64),
-        by_size=slot_counts_by_size(data.slots[judge][valid], sizes[valid], width),
-        expected=expected_slot_counts(sizes[valid], width),
-        inverse_sizes=float(np.sum(1 / sizes[valid])),
-        entropy=(float(np.sum(np.where(defined, entropy, 0.0))), int(defined.sum())),
-        flips=FixedNValues.of(flip[~np.isnan(flip)]),
-        first_slot=FixedNValues.of(np.column_stack([first[has_valid], valid_per_prompt[has_valid]])),
-        **generators,
-        tertile_prompts=np.array([members.sum() for members in tertiles], dtype=np.int64),
-        range_lo=np.array([spread[members].min() if members.any() else np.inf for members in tertiles]),
-        range_hi=np.array([spread[members].max() if members.any() else -np.inf for members in tertiles]),
-        tertile_flips=tuple(FixedNValues.of(flip[members & ~np.isnan(flip)]) for members in tertiles),
-        near_tie_prompts=np.bincount(near, minlength=width + 1).astype(np.int64),
-        near_tie_flips=tuple(FixedNValues.of(flip[(near == k) & ~np.isnan(flip)]) for k in range(width + 1)),
+        judge, sums["orders"], sums["statuses"], sums["by_size"], sums["expected"], sums["inverse_sizes"],
+        sums["entropy"], FixedNValues.of(sums["flips"]), FixedNValues.of(sums["first_slot"]),
+        {key: value for key, value in generators.items() if key != "own"},
+        tuple(FixedNValues.of(values) for values in generators["own"]),
+        {key: value for key, value in tertiles.items() if key != "flips"},
+        tuple(FixedNValues.of(values) for values in tertiles["flips"]),
+        near_ties["prompts"], tuple(FixedNValues.of(values) for values in near_ties["flips"]),
     )
-
-
-def _generator_sums(data: SelectionData, valid: np.ndarray, picks: np.ndarray) -> dict[str, object]:
-    """A partition's per-generator fields of `JudgeSummary`, as `position.generator_table` counts them."""
-    generators = sorted(set(data.source_models.ravel()) - {""})
-    codes = pd.Index(generators).get_indexer(data.source_models.ravel()).reshape(data.source_models.shape)
-    count = len(generators)
-    rows_idx, orders = np.nonzero(valid)
-    picked_codes = codes[rows_idx, picks[rows_idx, orders]]
-    chosen = np.bincount(picked_codes[picked_codes >= 0], minlength=count).astype(np.int64)
-    per_prompt = np.zeros((data.n_prompts, count))
-    cells = codes.ravel() >= 0
-    np.add.at(per_prompt, (np.repeat(np.arange(data.n_prompts), codes.shape[1])[cells], codes.ravel()[cells]),
-              (data.mask / np.maximum(data.pool_sizes, 1)[:, None]).ravel()[cells])
-    first = picks[:, 0]
-    has_first = first >= 0
-    first_model = np.where(has_first, codes[np.arange(data.n_prompts), np.clip(first, 0, None)], -1)
-    stereotype = data.outcomes.get("stereotype", np.full(data.mask.shape, np.nan))
-    diff = metrics.picked(stereotype, first) - metrics.random_value(stereotype)
-    rated = ~np.isnan(diff)
-    images = [stereotype[(codes == i) & data.mask] for i in range(count)]
-    images = [values[~np.isnan(values)] for values in images]
-    return {
-        "generators": tuple(generators),
-        "chosen": chosen,
-        "generator_expected": valid.sum(axis=1) @ per_prompt,
-        "chosen_first": np.bincount(first_model[first_model >= 0], minlength=count).astype(np.int64),
-        "images": (np.array([np.sum(values) for values in images], dtype=float),
-                   np.array([len(values) for values in images], dtype=np.int64)),
-        "own": tuple(FixedNValues.of(diff[rated & (first_model == i)]) for i in range(count)),
-        "with_first": int(has_first.sum()),
-        "rated": int(rated.sum()),
-    }
 
 
 def judge_tables_from_summary(summary: JudgeTablesSummary, resampling: Resampling
@@ -366,70 +318,22 @@ def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
 
 
 def _judge_row(s: JudgeSummary, resampling: Resampling) -> dict[str, object]:
-    """`position.judge_summary`'s row."""
-    calls, recovered, parse_fail, runtime_fail = (int(x) for x in s.statuses)
-    n_valid = int(s.by_size.sum())
-    stat, df, p = chi_square_of_counts(s.by_size.sum(axis=0), s.expected)
-    first_lo, first_hi = s.first_slot.share_interval(resampling)
-    flip_lo, flip_hi = s.flips.interval(resampling)
-    return {
-        "judge": s.judge,
-        "orders": s.orders,
-        "calls": calls,
-        "valid": n_valid,
-        "recovered": recovered,
-        "failed": parse_fail + runtime_fail,
-        "parse_fail": parse_fail,
-        "runtime_fail": runtime_fail,
-        "first_slot": float(s.by_size[:, 0].sum() / n_valid) if n_valid else np.nan,
-        "first_slot_uniform": float(s.inverse_sizes / n_valid) if n_valid else np.nan,
-        "chi2": stat,
-        "chi2_df": df,
-        "chi2_p": p,
-        "flip_n": s.flips.n,
-        "flip_rate": s.flips.mean(),
-        "entropy": s.entropy[0] / s.entropy[1] if s.entropy[1] else np.nan,
-        "first_slot_lo": first_lo,
-        "first_slot_hi": first_hi,
-        "flip_rate_lo": flip_lo,
-        "flip_rate_hi": flip_hi,
-    }
+    """`position.judge_summary`'s row (`position.judge_row`)."""
+    sums = {"orders": s.orders, "statuses": s.statuses, "by_size": s.by_size, "expected": s.expected,
+            "inverse_sizes": s.inverse_sizes, "entropy": s.entropy}
+    return judge_row(s.judge, sums, s.flips.stat(resampling), s.first_slot.share_interval(resampling))
 
 
 def _generator_frame(s: JudgeSummary, resampling: Resampling) -> pd.DataFrame:
-    """`position.generator_table`'s rows."""
-    n = int(s.by_size.sum())
-    rows = []
-    for i, model in enumerate(s.generators):
-        own, image_n = s.own[i], int(s.images[1][i])
-        rows.append((
-            s.judge, str(model),
-            s.chosen[i] / n if n else np.nan, s.generator_expected[i] / n if n else np.nan, int(s.chosen[i]),
-            int(s.chosen_first[i]), s.chosen_first[i] / s.with_first if s.with_first else np.nan,
-            float(s.images[0][i] / image_n) if image_n else np.nan,
-            own.mean(),
-            *own.interval(resampling),
-            float(own.total[0] / s.rated) if s.rated else np.nan,
-        ))
-    return pd.DataFrame(rows, columns=GENERATOR_COLUMNS)
+    """`position.generator_table`'s rows (`position.generator_frame`)."""
+    return generator_frame(s.judge, s.generators, [own.stat(resampling) for own in s.own])
 
 
 def _flip_range_frame(s: JudgeSummary, resampling: Resampling) -> pd.DataFrame:
-    """`position.flip_by_range`'s rows."""
-    rows = []
-    for t, name in enumerate(TERTILES):
-        bounds = (float(s.range_lo[t]), float(s.range_hi[t])) if s.tertile_prompts[t] else (np.nan, np.nan)
-        rows.append((s.judge, name, *bounds, *_flip_row(int(s.tertile_prompts[t]), s.tertile_flips[t], resampling)))
-    return pd.DataFrame(rows, columns=FLIP_COLUMNS)
+    """`position.flip_by_range`'s rows (`position.flip_range_frame`)."""
+    return flip_range_frame(s.judge, s.tertiles, [flips.stat(resampling) for flips in s.tertile_flips])
 
 
 def _near_tie_frame(s: JudgeSummary, resampling: Resampling) -> pd.DataFrame:
-    """`position.flip_by_near_ties`'s rows: one per near-tie count k ≥ 1 some prompt has."""
-    rows = [(s.judge, int(k), *_flip_row(int(s.near_tie_prompts[k]), s.near_tie_flips[k], resampling))
-            for k in np.nonzero(s.near_tie_prompts)[0] if k > 0]
-    return pd.DataFrame(rows, columns=NEAR_TIE_COLUMNS)
-
-
-def _flip_row(prompts: int, values: FixedNValues, resampling: Resampling) -> tuple:
-    """(prompts, parsed, flip rate, lo, hi) as `position._flip_summary` gives them."""
-    return (prompts, values.n, values.mean(), *values.interval(resampling))
+    """`position.flip_by_near_ties`' rows (`position.near_tie_frame`)."""
+    return near_tie_frame(s.judge, s.near_tie_prompts, lambda k: s.near_tie_flips[k].stat(resampling))

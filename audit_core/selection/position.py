@@ -9,7 +9,7 @@ and a prompt's orders travel together: its interval resamples prompts (`first_sl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -150,12 +150,27 @@ def generator_table(data: SelectionData, judge: str, resampling: Resampling = Re
     contribution = Σ_{p ∈ G_g} d_p / N, so contributions sum over generators to the
     judge's order-0 stereotype difference mean_p d_p. NaN without stereotype ratings.
     """
+    sums = generator_sums(data, judge)
+    own = [group_stat(values, resampling) for values in sums.pop("own")]
+    return generator_frame(judge, sums, own)
+
+
+# A group of values behind a mean and its fixed-n interval, as a table row reads it: (n, their float sum,
+# (lo, hi) its `_fixed_n_interval`); a row's mean is sum / n (`values.mean()`), NaN when n = 0.
+GroupStat = tuple[int, float, tuple[float, float]]
+
+
+def generator_sums(data: SelectionData, judge: str) -> dict[str, object]:
+    """`generator_table`'s counts and sums over the prompts of `data`, generators sorted by name: valid (calls),
+    chosen, expected (Σ over valid calls of the generator's copies in the pool / m), chosen_first (order-0
+    picks), with_first (prompts with an order-0 pick), image_sums / image_n (its images' stereotype ratings),
+    rated (prompts with a d_p) and own: per generator its prompts' d_p in prompt order. Counts and sums of
+    prompts held apart add up (generators by name; the own values joined in prompt order)."""
     valid, _ = _valid_calls(data, judge)
     picks = valid_picks(data.picks[judge])
     codes, models = pd.factorize(pd.Series(data.source_models.ravel()), sort=True)
     codes = codes.reshape(data.source_models.shape)
     rows_idx, orders = np.nonzero(valid)
-    n = len(rows_idx)
     chosen = np.bincount(codes[rows_idx, picks[rows_idx, orders]], minlength=len(models))
     # expected picks of a generator per call under uniform choice: (copies in pool) / m
     per_prompt = np.zeros((data.n_prompts, len(models)))
@@ -170,21 +185,38 @@ def generator_table(data: SelectionData, judge: str, resampling: Resampling = Re
     stereotype = data.outcomes.get("stereotype", np.full(data.mask.shape, np.nan))
     diff = metrics.picked(stereotype, first) - metrics.random_value(stereotype)
     rated = ~np.isnan(diff)
+    keep = [i for i, model in enumerate(models) if model]
+    images = [stereotype[(codes == i) & data.mask] for i in keep]
+    images = [values[~np.isnan(values)] for values in images]
+    return {
+        "generators": tuple(str(models[i]) for i in keep),
+        "valid": len(rows_idx),
+        "chosen": chosen[keep].astype(np.int64),
+        "expected": expected[keep],
+        "chosen_first": chosen_first[keep].astype(np.int64),
+        "with_first": int(has_first.sum()),
+        "image_sums": np.array([np.sum(values) for values in images], dtype=float),
+        "image_n": np.array([len(values) for values in images], dtype=np.int64),
+        "rated": int(rated.sum()),
+        "own": [diff[rated & (first_model == i)] for i in keep],
+    }
+
+
+def generator_frame(judge: str, sums: dict[str, object], own: Sequence[GroupStat]) -> pd.DataFrame:
+    """`generator_table`'s rows from `generator_sums` (without own) and each generator's own d_p as a GroupStat."""
+    n, with_first, rated = sums["valid"], sums["with_first"], sums["rated"]
     rows = []
-    for i, model in enumerate(models):
-        if not model:
-            continue
-        images = stereotype[(codes == i) & data.mask]
-        images = images[~np.isnan(images)]
-        own = diff[rated & (first_model == i)]
+    for i, model in enumerate(sums["generators"]):
+        size, total, interval = own[i]
+        image_n = sums["image_n"][i]
         rows.append((
-            judge, str(model),
-            chosen[i] / n if n else np.nan, expected[i] / n if n else np.nan, int(chosen[i]),
-            int(chosen_first[i]), chosen_first[i] / has_first.sum() if has_first.any() else np.nan,
-            float(images.mean()) if len(images) else np.nan,
-            float(own.mean()) if len(own) else np.nan,
-            *_fixed_n_interval(own, resampling),
-            float(own.sum() / rated.sum()) if rated.any() else np.nan,
+            judge, model,
+            sums["chosen"][i] / n if n else np.nan, sums["expected"][i] / n if n else np.nan, int(sums["chosen"][i]),
+            int(sums["chosen_first"][i]), sums["chosen_first"][i] / with_first if with_first else np.nan,
+            float(sums["image_sums"][i] / image_n) if image_n else np.nan,
+            float(total / size) if size else np.nan,
+            *interval,
+            float(total / rated) if rated else np.nan,
         ))
     return pd.DataFrame(rows, columns=GENERATOR_COLUMNS)
 
@@ -283,31 +315,64 @@ def flip_by_range(data: SelectionData, judge: str, resampling: Resampling = Resa
     flip_rate is the mean and flip_rate_lo / _hi its 95% percentile interval (fixed n = parsed).
     """
     spread = metrics.value_range(data.utility)
-    labels = range_tertiles(spread)
-    flip = flips(valid_picks(data.picks[judge]))
-    rows = []
-    for name in TERTILES:
-        members = labels == name
-        bounds = (float(spread[members].min()), float(spread[members].max())) if members.any() else (np.nan, np.nan)
-        rows.append((judge, name, *bounds, *_flip_summary(flip, members, resampling)))
-    return pd.DataFrame(rows, columns=FLIP_COLUMNS)
+    groups = tertile_groups(spread, range_tertiles(spread), flips(valid_picks(data.picks[judge])))
+    return flip_range_frame(judge, groups, [group_stat(values, resampling) for values in groups["flips"]])
 
 
 def flip_by_near_ties(data: SelectionData, judge: str, resampling: Resampling = Resampling()) -> pd.DataFrame:
     """Flip rate by the pool's number of near-ties (see `near_tie_counts`), one row per count
     observed: prompts, parsed (every order parsed), flip_rate over the parsed ones and its
     95% percentile interval (fixed n = parsed)."""
-    counts = near_tie_counts(data.utility)
-    flip = flips(valid_picks(data.picks[judge]))
-    rows = [(judge, int(k), *_flip_summary(flip, counts == k, resampling)) for k in np.unique(counts[counts > 0])]
+    groups = near_tie_groups(near_tie_counts(data.utility), flips(valid_picks(data.picks[judge])), data.mask.shape[1])
+    return near_tie_frame(judge, groups["prompts"], lambda k: group_stat(groups["flips"][k], resampling))
+
+
+def tertile_groups(spread: np.ndarray, labels: np.ndarray, flip: np.ndarray) -> dict[str, object]:
+    """Per tertile (TERTILES order) of the prompts labelled `labels`: prompts, range_lo / range_hi (the least
+    and largest range, +inf / −inf without prompts: they combine by min and max) and flips: its parsed
+    prompts' flip indicators in prompt order."""
+    members = [labels == name for name in TERTILES]
+    return {
+        "prompts": np.array([m.sum() for m in members], dtype=np.int64),
+        "range_lo": np.array([spread[m].min() if m.any() else np.inf for m in members]),
+        "range_hi": np.array([spread[m].max() if m.any() else -np.inf for m in members]),
+        "flips": [flip[m & ~np.isnan(flip)] for m in members],
+    }
+
+
+def flip_range_frame(judge: str, groups: dict[str, object], stats: Sequence[GroupStat]) -> pd.DataFrame:
+    """`flip_by_range`'s rows from `tertile_groups` and each tertile's flips as a GroupStat."""
+    rows = []
+    for t, name in enumerate(TERTILES):
+        prompts = int(groups["prompts"][t])
+        bounds = (float(groups["range_lo"][t]), float(groups["range_hi"][t])) if prompts else (np.nan, np.nan)
+        rows.append((judge, name, *bounds, *_flip_row(prompts, stats[t])))
+    return pd.DataFrame(rows, columns=FLIP_COLUMNS)
+
+
+def near_tie_groups(near: np.ndarray, flip: np.ndarray, width: int) -> dict[str, object]:
+    """Per near-tie count k = 0..width (`near_tie_counts` per prompt): prompts (width + 1,) and flips: the flip
+    indicators of its parsed prompts in prompt order."""
+    return {"prompts": np.bincount(near, minlength=width + 1).astype(np.int64),
+            "flips": [flip[(near == k) & ~np.isnan(flip)] for k in range(width + 1)]}
+
+
+def near_tie_frame(judge: str, prompts: np.ndarray, stat: Callable[[int], GroupStat]) -> pd.DataFrame:
+    """`flip_by_near_ties`' rows from `near_tie_groups`' prompts, one per count k ≥ 1 some prompt has, and
+    stat(k): the flips of its prompts as a GroupStat."""
+    rows = [(judge, int(k), *_flip_row(int(prompts[k]), stat(k))) for k in np.nonzero(prompts)[0] if k > 0]
     return pd.DataFrame(rows, columns=NEAR_TIE_COLUMNS)
 
 
-def _flip_summary(flip: np.ndarray, members: np.ndarray, resampling: Resampling) -> tuple:
-    """(prompts, parsed, flip rate, lo, hi) for the prompts in `members`."""
-    values = flip[members & ~np.isnan(flip)]
-    rate = float(values.mean()) if len(values) else np.nan
-    return (int(members.sum()), len(values), rate, *_fixed_n_interval(values, resampling))
+def _flip_row(prompts: int, stat: GroupStat) -> tuple:
+    """(prompts, parsed, flip rate, lo, hi) of a group's prompts and the GroupStat of their flips."""
+    parsed, total, interval = stat
+    return (prompts, parsed, float(total / parsed) if parsed else np.nan, *interval)
+
+
+def group_stat(values: np.ndarray, resampling: Resampling) -> GroupStat:
+    """The GroupStat of `values` (in prompt order): (n, np.sum, `_fixed_n_interval`)."""
+    return (len(values), np.sum(values), _fixed_n_interval(values, resampling))
 
 
 def _fixed_n_interval(values: np.ndarray, resampling: Resampling) -> tuple[float, float]:
@@ -382,37 +447,69 @@ def judge_summary(data: SelectionData, judge: str, resampling: Resampling = Resa
     flip_rate / entropy: over prompts where every order parsed (flip_n of them);
     flip_rate_lo / _hi: fixed-n bootstrap of the flip indicators of those prompts.
     """
+    sums = judge_sums(data, judge)
+    pairs = sums.pop("first_slot")
+    first_interval = first_slot_interval(pairs[:, 0], pairs[:, 1], resampling)
+    return judge_row(judge, sums, group_stat(sums.pop("flips"), resampling), first_interval)
+
+
+def judge_sums(data: SelectionData, judge: str) -> dict[str, object]:
+    """`judge_summary`'s counts and sums over the prompts of `data`: orders (K); statuses (calls, recovered,
+    parse_fail, runtime_fail); by_size (`slot_counts_by_size` of the valid calls); expected
+    (`expected_slot_counts` of them); inverse_sizes (Σ 1/m over them); entropy (Σ, count) of `order_entropy`
+    where defined; flips: the flip indicators of the prompts where every order parsed; first_slot: (n, 2) the
+    (first, valid) pairs of the prompts with a valid call, in prompt order. Counts and sums of prompts held apart
+    add up, and their flips and pairs join in prompt order."""
     status = data.statuses[judge]
     valid, sizes = _valid_calls(data, judge)
     picks = valid_picks(data.picks[judge])
     flip = flips(picks)
     entropy = order_entropy(picks, data.pool_sizes, data.mask.shape[1])
-    stat, df, p = slot_chi_square(data, judge)
-    n_valid = int(valid.sum())
-    slot = data.slots[judge][valid]
-    parsed = flip[~np.isnan(flip)]
-    first_lo, first_hi = first_slot_interval((valid & (data.slots[judge] == 0)).sum(axis=1), valid.sum(axis=1),
-                                             resampling)
-    flip_lo, flip_hi = _fixed_n_interval(parsed, resampling)
+    defined = ~np.isnan(entropy)
+    first, calls = (valid & (data.slots[judge] == 0)).sum(axis=1), valid.sum(axis=1)
+    return {
+        "orders": picks.shape[1],
+        "statuses": np.array([(status != "").sum(), (status == "recovered").sum(), (status == "parse_fail").sum(),
+                              (status == "runtime_fail").sum()], dtype=np.int64),
+        "by_size": slot_counts_by_size(data.slots[judge][valid], sizes[valid], data.mask.shape[1]),
+        "expected": expected_slot_counts(sizes[valid], data.mask.shape[1]),
+        "inverse_sizes": float(np.sum(1 / sizes[valid])),
+        # np.nanmean's sum: NaN as 0, so that one partition's entropy is the study's to the bit
+        "entropy": (float(np.sum(np.where(defined, entropy, 0.0))), int(defined.sum())),
+        "flips": flip[~np.isnan(flip)],
+        "first_slot": np.column_stack([first[calls > 0], calls[calls > 0]]).astype(float),
+    }
+
+
+def judge_row(judge: str, sums: dict[str, object], flip: GroupStat, first_interval: tuple[float, float]
+              ) -> dict[str, object]:
+    """`judge_summary`'s row from `judge_sums` (without flips and first_slot), the GroupStat of the flips and the
+    `first_slot_interval`."""
+    calls, recovered, parse_fail, runtime_fail = (int(x) for x in sums["statuses"])
+    by_size = sums["by_size"]
+    n_valid = int(by_size.sum())
+    stat, df, p = chi_square_of_counts(by_size.sum(axis=0), sums["expected"])
+    entropy_sum, entropy_n = sums["entropy"]
+    flip_n, flip_total, (flip_lo, flip_hi) = flip
     return {
         "judge": judge,
-        "orders": picks.shape[1],
-        "calls": int((status != "").sum()),
+        "orders": sums["orders"],
+        "calls": calls,
         "valid": n_valid,
-        "recovered": int((status == "recovered").sum()),
-        "failed": int(np.isin(status, ["parse_fail", "runtime_fail"]).sum()),
-        "parse_fail": int((status == "parse_fail").sum()),
-        "runtime_fail": int((status == "runtime_fail").sum()),
-        "first_slot": float(np.mean(slot == 0)) if n_valid else np.nan,
-        "first_slot_uniform": float(np.mean(1 / sizes[valid])) if n_valid else np.nan,
+        "recovered": recovered,
+        "failed": parse_fail + runtime_fail,
+        "parse_fail": parse_fail,
+        "runtime_fail": runtime_fail,
+        "first_slot": float(by_size[:, 0].sum() / n_valid) if n_valid else np.nan,
+        "first_slot_uniform": float(sums["inverse_sizes"] / n_valid) if n_valid else np.nan,
         "chi2": stat,
         "chi2_df": df,
         "chi2_p": p,
-        "flip_n": len(parsed),
-        "flip_rate": float(parsed.mean()) if len(parsed) else np.nan,
-        "entropy": float(np.nanmean(entropy)) if (~np.isnan(entropy)).any() else np.nan,
-        "first_slot_lo": first_lo,
-        "first_slot_hi": first_hi,
+        "flip_n": flip_n,
+        "flip_rate": float(flip_total / flip_n) if flip_n else np.nan,
+        "entropy": entropy_sum / entropy_n if entropy_n else np.nan,
+        "first_slot_lo": first_interval[0],
+        "first_slot_hi": first_interval[1],
         "flip_rate_lo": flip_lo,
         "flip_rate_hi": flip_hi,
     }
