@@ -42,7 +42,8 @@ Two schemes (DESIGN §4, intervals):
     The intervals are an exact fixed-n percentile bootstrap in distribution (1.: up to
     ALIAS_MASS of total variation and float rounding; 3.: up to t), with other random numbers
     than the study's. Paths 1–3 draw from a stream keyed by the statistic's values, so a
-    statistic's draws depend on the seed and its own values, not on which other statistics
+    statistic's draws depend on the seed and its own values' multiset (`counted_means` draws them
+    from value counts alone, as a study held in partitions keeps them), not on which other statistics
     share its length. Statistics of one length are then no longer paired resample by
     resample; none needs to be, as every fixed-n interval is of one statistic.
   The worst group draws each represented group in turn from one generator (groups in the

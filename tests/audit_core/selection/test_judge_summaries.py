@@ -155,9 +155,14 @@ def test_the_summaries_are_bounded(large) -> None:
         assert all(len(group.distinct) < 200 for group in s.own)
 
 
-def test_a_group_above_the_exact_draws_is_drawn_from_its_multiset() -> None:
+@pytest.mark.parametrize("draw", [
+    lambda rng: rng.integers(-12, 13, size=2_500) / 12,  # on a lattice
+    lambda rng: rng.choice(rng.normal(size=40), size=2_500),  # few distinct values off a lattice: multinomial
+    lambda rng: np.round(rng.normal(size=2_500), 3),  # many distinct values off a small lattice: rounded
+])
+def test_a_group_above_the_exact_draws_is_drawn_from_its_multiset(draw) -> None:
     rng = np.random.default_rng(3)
-    values = np.round(rng.normal(size=2_500), 3)  # many distinct values off a small lattice: rounded lattice
+    values = draw(rng)
     parts = [FixedNValues.of(values[a:b]) for a, b in ((0, 1), (1, 900), (900, 2_500))]
     group = sum(parts)
     assert group.ordered is None and group.n == len(values)
