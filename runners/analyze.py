@@ -19,10 +19,11 @@ status 2 with a message naming what is wrong for an unknown database, dataset, p
 or `--by` column.
 
 Above `audit_core.stats.poisson.POISSON_ABOVE` prompts the selection audit's intervals come from the
-Poisson bootstrap over partial sums (docs/large-studies.md). `--engine ray` makes those sums on a Ray
-cluster (`runners.analyze_ray`: the per-prompt columns exported to Parquet partitions, in a temporary
-folder or in `--parquet DIR` on storage every node reads, reduced per partition batch on the workers
-and added on the driver) and writes the same files as the default `--engine local`.
+Poisson bootstrap over partial sums (docs/large-studies.md). `--engine ray` audits such a study on a Ray
+cluster without loading it here (`runners.analyze_ray`: the dataset copied into Parquet partitions of
+its prompts, in a temporary folder or in `--parquet DIR` on storage every node reads, one actor a
+partition, the audit made of passes whose sums are added here) and writes the same files as the
+default `--engine local`; with `--cache-only` the study is loaded here, since the cache keeps its arrays.
 
 The selection and rating audits are kept in `<db stem>_cache/` beside the database
 (`audit_core.store.audit_cache`, keyed by the dataset's content, resamples, seed, pool and
@@ -46,13 +47,12 @@ from pathlib import Path
 from audit_core import AttributeAudit, RatingAudit, Resampling, SelectionAudit
 from audit_core.errors import InputError
 from audit_core.rating.rubric_vs_scorer import RubricVsScorer
-from audit_core.selection.partials import local_partials
 from audit_core.store import audit_cache
 from audit_core.store.schema import DEFAULT_POOL
 from audit_core.user_text import escape_markdown
 from findings.output_folder import OutputFolder, check_out
 from findings.summary import findings_markdown, source_note
-from runners.analyze_ray import ray_reducer
+from runners.analyze_ray import ray_audit
 from runners.audits import run_audits
 from runners.command import STORAGE_ERRORS, refused, storage_failed
 from runners.judge_change_cache import keep_default_change
@@ -133,10 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pool", default=DEFAULT_POOL,
                         help="reference pool whose consensus is the selection audit's utility (default all)")
     parser.add_argument("--engine", choices=("local", "ray"), default="local",
-                        help="where the large-study partial sums are made: this process (default) or a Ray cluster "
+                        help="where a large study is audited: this process (default) or a Ray cluster "
                              "($RAY_ADDRESS, else this machine's, else a local instance)")
     parser.add_argument("--parquet", type=Path, metavar="DIR",
-                        help="--engine ray: write the per-prompt Parquet partitions here and keep them (a folder every "
+                        help="--engine ray: write the study's Parquet partitions here and keep them (a folder every "
                              "node reads; default a temporary folder, removed afterwards)")
     parser.add_argument("--partitions", type=non_negative, metavar="N",
                         help="--engine ray: Parquet files to split the prompts into (default one per 250,000)")
@@ -155,11 +155,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not args.cache_only:
             check_out(args.out)  # before the audits, which may take minutes
-        reduce = local_partials
+        large = None
         if args.engine == "ray":
             require_ray()
-            reduce = ray_reducer(args.parquet, args.partitions or None)
-        audits = run_audits(db, args.dataset, Resampling(args.resamples, args.seed), args.pool, args.by, reduce,
+            large = ray_audit(args.parquet, args.partitions or None)
+        audits = run_audits(db, args.dataset, Resampling(args.resamples, args.seed), args.pool, args.by, large,
                             image_paths=False, picks=args.cache_only)
         if args.cache_only:  # and the judge change the Judge comparison page opens with
             audits.cache_problem = audits.cache_problem or keep_default_change(db, audits, args.pool)
@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except STORAGE_ERRORS as err:
         return storage_failed(err, "nothing was written")
     seconds = time.perf_counter() - started
-    data, result, rating_data, rating = audits.data, audits.result, audits.rating_data, audits.rating
+    result, rating_data, rating = audits.result, audits.rating_data, audits.rating
     attribute_data, attributes, rubric = audits.attribute_data, audits.attributes, audits.rubric
     written = []
     if not args.cache_only:
@@ -178,9 +178,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except STORAGE_ERRORS as err:
             return storage_failed(err, UNWRITTEN)
     parts = []
-    if data is not None:
-        parts.append(f"{data.n_prompts} prompts, judges {', '.join(data.judges) or 'none'}, "
-                     f"scorers {', '.join(data.scorers) or 'none'}; {len(result.policies)} policies"
+    if result is not None:
+        scorers = sorted(result.policies.loc[result.policies["kind"] == "scorer", "policy"])
+        judges = ", ".join(result.judges["judge"]) or "none"
+        parts.append(f"{result.slice_prompts['all']['all']} prompts, judges {judges}, "
+                     f"scorers {', '.join(scorers) or 'none'}; {len(result.policies)} policies"
                      + (f", utility from pool {args.pool!r}" if args.pool != DEFAULT_POOL else ""))
     else:
         parts.append("no alignment ratings, so no selection audit")

@@ -1,24 +1,20 @@
-"""The selection audit's partial sums on a Ray cluster: the engine behind `runners.analyze --engine ray`.
+"""The selection audit of a large study on a Ray cluster: the engine behind `runners.analyze --engine ray`.
 
-Above `poisson.POISSON_ABOVE` prompts every policy and slice mean of the selection audit is a ratio of
-sums over prompts (`audit_core.selection.partials`). This engine writes the per-prompt columns those sums
-need to Parquet partitions (`export_columns`: prompt id, the ratings of each candidate slot, each
-deterministic policy's pick, each slice's value index; PARTITION_PROMPTS prompts a file). Ray Data runs
-one task per file (`partition_partials`): the worker reads the file and reduces it to its `Partials`,
-chunk_rows prompts at a time with `chunk_partials`, the function the local engine runs; the driver adds
-the files' sums up one at a time, so it holds one file's sums, never the columns of the whole study.
-One `Partials` a file, not one a chunk: each is resamples × statistics floats (tens of MB at 1,000
-resamples), which would otherwise cross the object store once for every 4,096 prompts; and one task a
-file, so the files are reduced side by side on as many workers (Ray Data's own Parquet reader puts
-small files in one task). Only the files this audit wrote are read, whatever else the folder holds.
-The policies themselves (the gates' and the debiased selectors' picks) and the other tables are made
-by the driver from the store, as locally.
+Above `poisson.POISSON_ABOVE` prompts the driver never loads the study. It has DuckDB copy the dataset's
+prompts, in prompt-id order, into Parquet partitions (`store.partitions.export_partitions`: every store row of
+PARTITION_PROMPTS consecutive prompts a partition, unless told how many), starts one Ray actor per partition
+(`partitioned.worker.PartitionWorker`, which loads its partition and keeps it between passes), and runs the
+audit as passes over the actors (`partitioned.audit.audit_partitions`): each pass returns sums, counts or
+summaries whose size does not grow with the prompts, added on the driver. The tables are the local engine's:
+counts, picks and cut points exactly, float sums up to their order, the Poisson bootstrap's within
+`partials.SUM_TOLERANCE`.
 
-The Parquet files go to a temporary folder on this machine, removed afterwards, or to `folder` (kept):
-on a cluster, a folder on storage every node reads at the same path. Which cluster: `$RAY_ADDRESS`
-when set, else the cluster `ray start --head` started on this machine, else a new local instance that
-ends with the audit; the `runners` and `audit_core` packages go to the workers (runtime_env py_modules).
-Below the threshold there is nothing to distribute: the audit runs its fixed-n schemes in the driver.
+The partitions go to a temporary folder on this machine, removed afterwards, or to `folder` (kept): on a
+cluster, a folder on storage every node mounts at the same path. The actors take no CPU of their own for
+scheduling and are spread over the cluster's nodes (`SPREAD`): a partition's memory lives on the node its
+actor runs on. Which cluster: `$RAY_ADDRESS` when set, else the cluster `ray start --head` started on this
+machine, else a new local instance that ends with the audit; the `runners` and `audit_core` packages go to the
+workers (runtime_env py_modules).
 """
 
 from __future__ import annotations
@@ -26,78 +22,36 @@ from __future__ import annotations
 import logging
 import math
 import os
-import pickle
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
+import duckdb
+import pandas as pd
 
-from audit_core.chunks import row_chunks
-from audit_core.selection.data import SelectionData
-from audit_core.selection.partials import DRAWN_KINDS, Layout, Partials, chunk_partials, chunk_rows
-from audit_core.stats.poisson import prompt_keys
+from audit_core.selection.audit import SelectionAudit
+from audit_core.selection.partitioned.audit import audit_partitions
+from audit_core.selection.partitioned.worker import PartitionWorker
+from audit_core.stats.resampling import Resampling
+from audit_core.store.partitions import EXPORT_CONFIG, Partition, export_partitions
 from runners.recording.ray_engine import ROOT, SHIPPED_PACKAGES, check_reachable
 
-PARTITION_PROMPTS = 250_000  # prompts per Parquet file
+PARTITION_PROMPTS = 250_000  # prompts per partition unless told how many partitions
 
 
-def export_columns(layout: Layout, data: SelectionData, everything: Sequence, parts: Sequence, folder: Path,
-                   partitions: int | None = None) -> list[Path]:
-    """Write the per-prompt columns of the layout's sums as `partitions` Parquet files (default: one per
-    PARTITION_PROMPTS prompts) into `folder`: prompt_id; `<outcome>/<slot>` ratings of alignment and the
-    layout's outcomes (NaN where absent);
-    `pick/<i>` the pick of layout.policies[i] (deterministic policies); `slice/<j>` the value index of
-    slice j. Returns the files written."""
-    n = data.n_prompts
-    count = partitions or max(1, math.ceil(n / PARTITION_PROMPTS))
-    index = {ref.name: i for i, ref in enumerate(layout.policies)}
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for k, rows in enumerate(np.array_split(np.arange(n), count)):
-        columns = {"prompt_id": pa.array(data.prompts["prompt_id"].to_numpy()[rows].astype(str))}
-        for outcome in ("alignment", *layout.outcomes):
-            matrix = data.outcomes[outcome]
-            columns.update({f"{outcome}/{j}": pa.array(matrix[rows, j]) for j in range(matrix.shape[1])})
-        for ev in everything:
-            if ev.kind not in DRAWN_KINDS:
-                columns[f"pick/{index[ev.name]}"] = pa.array(ev.choice[rows].astype(np.int8))
-        columns.update({f"slice/{j}": pa.array(p.codes[rows].astype(np.int32)) for j, p in enumerate(parts)})
-        path = folder / f"part-{k:05d}.parquet"
-        pq.write_table(pa.table(columns), path)
-        written.append(path)
-    return written
+class RayWorkers:
+    """One `PartitionWorker` actor per partition (`partitioned.audit.Workers`)."""
 
+    def __init__(self, partitions: Sequence[Partition], pool: str) -> None:
+        import ray
 
-def columns_partials(columns: Mapping[str, np.ndarray], layout: Layout) -> Partials:
-    """The Partials of exported columns (`export_columns`' names, numpy arrays): the sum of their chunks'
-    `chunk_partials`, chunk_rows(layout.resampling) prompts each, in order."""
-    slots: dict[str, int] = {}
-    for column in columns:
-        head, _, tail = column.partition("/")
-        if tail and head not in ("pick", "slice"):
-            slots[head] = max(slots.get(head, 0), int(tail) + 1)
-    outcomes = {name: np.column_stack([columns[f"{name}/{j}"] for j in range(width)]).astype(float)
-                for name, width in slots.items()}
-    picks = {ref.name: columns[f"pick/{i}"].astype(np.int64) for i, ref in enumerate(layout.policies)
-             if ref.kind not in DRAWN_KINDS}
-    codes = [columns[f"slice/{j}"].astype(np.int64) for j in range(len(layout.slices))]
-    keys = prompt_keys(columns["prompt_id"])
-    total = None
-    for rows in row_chunks(len(keys), chunk_rows(layout.resampling)):
-        part = chunk_partials(layout, keys[rows], {name: v[rows] for name, v in outcomes.items()},
-                              {name: v[rows] for name, v in picks.items()}, [code[rows] for code in codes])
-        total = part if total is None else total + part
-    return total
+        actor = ray.remote(PartitionWorker).options(num_cpus=0, scheduling_strategy="SPREAD")
+        self.actors = [actor.remote(partition, pool) for partition in partitions]
 
+    def map(self, method: str, *args: object) -> list:
+        import ray
 
-def partition_partials(row: dict[str, str], layout: Layout) -> dict[str, bytes]:
-    """One Ray Data row {"path": a Parquet file of `export_columns`} -> {"partials": its pickled Partials}."""
-    table = pq.read_table(row["path"])
-    columns = {name: table[name].to_numpy() for name in table.column_names}
-    return {"partials": pickle.dumps(columns_partials(columns, layout))}
+        return ray.get([getattr(actor, method).remote(*args) for actor in self.actors])
 
 
 def _connect() -> bool:
@@ -120,27 +74,33 @@ def _connect() -> bool:
         return True
 
 
-def ray_reducer(folder: Path | None = None, partitions: int | None = None):
-    """A `partials.Reducer` that makes the sums on a Ray cluster (module docstring); `folder` keeps the
-    Parquet files there (shared storage for a cluster), `partitions` sets how many files."""
+def ray_audit(folder: Path | None = None, partitions: int | None = None):
+    """The selection audit of a large study on a Ray cluster (module docstring), as `runners.audits.run_audits`
+    calls it: (db, dataset, n_prompts, resampling, pool, by, call_texts) -> SelectionAudit. `folder` keeps the
+    partitions there (shared storage for a cluster), `partitions` sets how many (default one per
+    PARTITION_PROMPTS prompts)."""
 
-    def reduce(layout: Layout, data: SelectionData, everything: Sequence, parts: Sequence) -> Partials:
+    def audit(db: Path, dataset: str, n_prompts: int, resampling: Resampling, pool: str, by: Sequence[str],
+              call_texts: pd.DataFrame) -> SelectionAudit:
         import ray
 
-        with tempfile.TemporaryDirectory(prefix="judge-audit-parquet-") as temporary:
-            target = Path(folder) if folder is not None else Path(temporary)
-            files = export_columns(layout, data, everything, parts, target, partitions)
+        count = min(n_prompts, partitions or max(1, math.ceil(n_prompts / PARTITION_PROMPTS)))
+        with tempfile.TemporaryDirectory(prefix="judge-audit-partitions-") as temporary:
+            con = duckdb.connect(str(db), read_only=True, config=dict(EXPORT_CONFIG))
+            try:
+                written = export_partitions(con, dataset, Path(folder) if folder is not None else Path(temporary),
+                                            count)
+            finally:
+                con.close()
             started = _connect()
             try:
-                paths = ray.data.from_items([{"path": str(path)} for path in files], override_num_blocks=len(files))
-                sums = paths.map(partition_partials, fn_kwargs={"layout": layout})
-                total = None
-                for row in sums.iter_rows():
-                    part = pickle.loads(row["partials"])
-                    total = part if total is None else total + part
+                workers = RayWorkers(written, pool)
+                result = audit_partitions(workers, dataset, resampling, by, call_texts)
+                for actor in workers.actors:
+                    ray.kill(actor)
             finally:
                 if started:
                     ray.shutdown()
-        return total
+        return result
 
-    return reduce
+    return audit

@@ -11,7 +11,7 @@ announce it as kept).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,11 +35,11 @@ from audit_core import (
 )
 from audit_core.rating.audit import consensus_pools
 from audit_core.rating.rubric_vs_scorer import RubricVsScorer, rubric_vs_scorer
+from audit_core.selection import audit as selection_audit
 from audit_core.selection import browse
 from audit_core.selection.browse import load_image_paths
 from audit_core.selection.debiased import load_ordered_calls
 from audit_core.selection.debiased.specs import with_debiased
-from audit_core.selection.partials import Reducer, local_partials
 from audit_core.selection.policies import picks_of, policy_specs
 from audit_core.store import audit_cache
 from audit_core.store.schema import DEFAULT_POOL
@@ -63,12 +63,18 @@ class Audits:
     cache_problem: str | None = None  # why the audits could not be kept in the cache; None when they are
 
 
+# The selection audit of a study above poisson.POISSON_ABOVE prompts made elsewhere, never loaded here:
+# (db, dataset, prompts, resampling, pool, by, call texts) -> SelectionAudit (`runners.analyze_ray.ray_audit`).
+LargeAudit = Callable[[Path, str, int, Resampling, str, Sequence[str], pd.DataFrame], SelectionAudit]
+
+
 def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAULT_POOL,
-               by: Sequence[str] = (), reduce: Reducer = local_partials, *, image_paths: bool = True,
+               by: Sequence[str] = (), large: LargeAudit | None = None, *, image_paths: bool = True,
                picks: bool = False) -> Audits:
     """Load `dataset` from `db` and run its audits (module docstring), every interval under `resampling`;
-    `reduce` makes the selection audit's partial sums above `poisson.POISSON_ABOVE` prompts
-    (`partials.local_partials` here, `runners.analyze_ray.ray_reducer` on a Ray cluster). With
+    `large` makes the selection audit of a study above `poisson.POISSON_ABOVE` prompts without loading it
+    here (`runners.analyze_ray.ray_audit`: `Audits.data` is then None, and the cache keeps the audit but not
+    the arrays), unless `picks` is asked for (the arrays the app opens are then loaded and kept). With
     `image_paths` False, `Audits.image_paths` is left empty (a report needs them, the tables do not: a
     million-prompt study has millions); with `picks`, every policy's picks are kept in the cache too
     (`browse.every_policy` under `browse.picks_key`, what the app's explorer would otherwise compute).
@@ -91,11 +97,14 @@ def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAU
         if pool not in pools and (pools or (rating_data is None and attribute_data is None)):
             hint = f"; choose one with --pool NAME (pools: {', '.join(pools)})" if pools else ""
             raise KeyError(f"dataset {dataset!r} has no alignment ratings in pool {pool!r}{hint}")
-        data = load_selection_data(con, dataset, pool=pool) if pools else None  # None: a rating or attribute study only
+        n_prompts = store.prompt_count(con, dataset)
+        elsewhere = large is not None and not picks and bool(pools) and n_prompts > selection_audit.POISSON_ABOVE
+        # None: a rating or attribute study only, or a large study audited elsewhere
+        data = load_selection_data(con, dataset, pool=pool) if pools and not elsewhere else None
         # the calls as the audit reads them: every judge's slot orders, rankings and seconds as arrays made in
         # DuckDB, and only the calls that carry text (timing's not-JSON count); never a frame of a row per call
         ordered = load_ordered_calls(con, data) if data is not None else {}
-        texts = store.load_call_texts(con, dataset) if data is not None else None
+        texts = store.load_call_texts(con, dataset) if pools else None
         runs = store.load_runs(con, dataset)
         paths = load_image_paths(con, dataset) if image_paths else {}
         content = audit_cache.dataset_fingerprint(con, dataset)
@@ -107,7 +116,12 @@ def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAU
         if not audit_cache.has(db, data_key):
             problems.append(audit_cache.store(db, data_key, data))
     result = rating = None
-    if data is not None:
+    if elsewhere:
+        selection_key = audit_cache.selection_key(content, dataset, resampling, pool, tuple(by))
+        result, problem = audit_cache.cached(db, selection_key, SelectionAudit, lambda: large(
+            db, dataset, n_prompts, resampling, pool, by, texts))
+        problems.append(problem)
+    elif data is not None:
         specs = None
         if picks and not audit_cache.has(db, picks_key := browse.picks_key(content, dataset, pool)):
             # every policy once, for the explorer (`browse.every_policy`) and the audit alike
@@ -115,7 +129,7 @@ def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAU
             problems.append(audit_cache.store(db, picks_key, picks_of(specs)))
         selection_key = audit_cache.selection_key(content, dataset, resampling, pool, tuple(by))
         result, problem = audit_cache.cached(db, selection_key, SelectionAudit, lambda: audit_selection(
-            data, resampling, by=by, reduce=reduce, ordered=ordered, specs=specs, call_texts=texts))
+            data, resampling, by=by, ordered=ordered, specs=specs, call_texts=texts))
         problems.append(problem)
     if rating_data is not None:
         rating_key = audit_cache.rating_key(content, dataset, resampling)

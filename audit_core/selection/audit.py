@@ -323,9 +323,26 @@ def audit_selection(
         table, ungated, slice_frame = evaluate_policies(data, everything, parts, resampling, reduce)
         table[POLICY_COST_COLUMNS] = policy_costs(table, data, ordered)
         judges, positions, generators, flips, near_ties = judge_tables.result()
+    slice_prompts = {part.name: dict(zip(part.values, part.sizes.tolist())) for part in parts}
     extra_outcomes = [o for o in (*ERROR_OUTCOMES, *SIDE_OUTCOMES) if o in data.outcomes]
+    return selection_audit(data.dataset_id, resampling, extra_outcomes, table, ungated, slice_frame, slice_prompts,
+                           slice_notes, (judges, positions, generators, flips, near_ties), composition_table(data),
+                           generator_slots.result(), timing.result())
+
+
+def selection_audit(dataset_id: str, resampling: Resampling, extra_outcomes: Sequence[str], table: pd.DataFrame,
+                    ungated: pd.DataFrame,
+                    slice_frame: pd.DataFrame, slice_prompts: dict[str, dict[str, int]], slice_notes: Sequence[str],
+                    judge_tables: Sequence[pd.DataFrame], composition: pd.DataFrame,
+                    generator_slots: pd.DataFrame | None, timing: pd.DataFrame | None) -> SelectionAudit:
+    """The `SelectionAudit` of evaluated frames, however they were made (`audit_selection` here, or
+    `partitioned.audit` from partitions): the outcomes beside alignment (ERROR_OUTCOMES and SIDE_OUTCOMES the
+    study rates), `evaluate_policies`' (table with its cost columns, ungated,
+    slice_frame), each slice's prompts per value and the notes on slices left out, `_judge_tables`' five
+    frames, the composition, generator_slots and timing tables (None without the calls)."""
+    judges, positions, generators, flips, near_ties = judge_tables
     return SelectionAudit(
-        dataset_id=data.dataset_id,
+        dataset_id=dataset_id,
         resampling=resampling,
         policies=table,
         judges=judges,
@@ -337,11 +354,11 @@ def audit_selection(
         risk_coverage=_risk_coverage(table),
         gates=gates.gate_table(table, ungated),
         slices=slice_frame[slices.SLICE_COLUMNS].reset_index(drop=True),
-        slice_prompts={part.name: dict(zip(part.values, part.sizes.tolist())) for part in parts},
-        composition=composition_table(data),
+        slice_prompts=slice_prompts,
+        composition=composition,
         flips_by_near_ties=near_ties,
-        generator_slots=generator_slots.result(),
-        timing=timing.result(),
+        generator_slots=generator_slots,
+        timing=timing,
         notes=[
             "random and oracle are exact expectations (oracle: uniform over tied best images)",
             "bmr_lo/bmr_hi: Wilson for deterministic policies, bootstrap for random and oracle",

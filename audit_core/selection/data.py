@@ -115,8 +115,11 @@ class SelectionData:
                        vote_variance=None if self.vote_variance is None else self.vote_variance[prompts])
 
 
-def load_selection_data(con: duckdb.DuckDBPyConnection, dataset_id: str, pool: str = DEFAULT_POOL) -> SelectionData:
-    """Read one dataset's pools, ratings (reference pool `pool`), calls and scores.
+def load_selection_data(con: duckdb.DuckDBPyConnection, dataset_id: str, pool: str = DEFAULT_POOL, *,
+                        partition: bool = False) -> SelectionData:
+    """Read one dataset's pools, ratings (reference pool `pool`), calls and scores; KeyError when it has no
+    alignment ratings in `pool`, unless `partition` (a connection on one partition of a study,
+    `store.partitions.open_partition`, whose prompts may all be unrated).
 
     Every long table reaches Python as numeric columns (a prompt's row, a candidate's column, a value
     or a code), one query per array, so that a study of millions of calls never passes through a frame
@@ -153,7 +156,7 @@ def load_selection_data(con: duckdb.DuckDBPyConnection, dataset_id: str, pool: s
             [dataset_id, dataset_id, pool, outcome], (n, width))
         if matrix is not None:
             outcomes[str(outcome)] = matrix
-    if "alignment" not in outcomes:
+    if "alignment" not in outcomes and not partition:
         raise KeyError(f"dataset {dataset_id!r} has no alignment ratings in pool {pool!r}")
 
     picks, slots, statuses = {}, {}, {}

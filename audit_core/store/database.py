@@ -340,6 +340,11 @@ def dataset_row(con: duckdb.DuckDBPyConnection, dataset_id: str) -> dict | None:
     return None if frame.empty else frame.iloc[0].to_dict()
 
 
+def prompt_count(con: duckdb.DuckDBPyConnection, dataset_id: str) -> int:
+    """How many prompts `dataset_id` has."""
+    return int(con.execute("SELECT count(*) FROM prompts WHERE dataset_id = ?", [dataset_id]).fetchall()[0][0])
+
+
 def delete_dataset(con: duckdb.DuckDBPyConnection, dataset_id: str) -> None:
     """Remove a dataset with its pools, ratings, votes, runs, every run's records and every other table's rows
     of it (campaigns included: any table of the store with a `dataset_id` column)."""

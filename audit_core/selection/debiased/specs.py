@@ -49,12 +49,27 @@ def debiased_specs(calls: OrderedCalls, picks: Mapping[str, np.ndarray] | None =
                        orders=calls.n_orders) for method in METHODS if method in picks]
 
 
-def with_debiased(specs: list[PolicySpec], ordered: Mapping[str, OrderedCalls]) -> list[PolicySpec]:
-    """`specs` with each judge's debiased policies right after its `{judge} majority`.
+def with_debiased(specs: list[PolicySpec], ordered: Mapping[str, OrderedCalls],
+                  picks: Mapping[str, Mapping[str, np.ndarray]] | None = None) -> list[PolicySpec]:
+    """`specs` with each judge's debiased policies right after its `{judge} majority`; `picks` (judge ->
+    method -> picks, in METHODS order) when the caller made them (a partition's, under the study's fits:
+    `partitioned.worker`), else made here.
 
     The judges' Plackett–Luce fits, one after the other, run on a thread of their own while this one
     makes the other methods' picks: each fit holds several times the judge's calls (one at a time keeps
     the peak), and every pick comes from its judge's calls alone, so the same in any order."""
+    if picks is None:
+        picks = _fitted(specs, ordered)
+    out = []
+    for spec in specs:
+        out.append(spec)
+        if spec.kind == "majority" and spec.base_judge in picks:
+            out += debiased_specs(ordered[spec.base_judge], picks[spec.base_judge])
+    return out
+
+
+def _fitted(specs: list[PolicySpec], ordered: Mapping[str, OrderedCalls]) -> dict[str, dict[str, np.ndarray]]:
+    """Judge -> method -> picks of every judge in `ordered` with a majority policy (`with_debiased`)."""
     judges = [spec.base_judge for spec in specs if spec.kind == "majority" and spec.base_judge in ordered]
     others = [method for method in METHODS if method != PLACKETT_LUCE]
     with ThreadPoolExecutor(1) as lane:
@@ -62,9 +77,4 @@ def with_debiased(specs: list[PolicySpec], ordered: Mapping[str, OrderedCalls]) 
         picks = {judge: debiased_picks(ordered[judge], others) for judge in judges}
         for judge, fitted in fits.result().items():
             picks[judge].update(fitted)
-    out = []
-    for spec in specs:
-        out.append(spec)
-        if spec.kind == "majority" and spec.base_judge in picks:
-            out += debiased_specs(ordered[spec.base_judge], picks[spec.base_judge])
-    return out
+    return picks
