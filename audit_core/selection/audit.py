@@ -42,7 +42,7 @@ from audit_core.selection.cultural import cultural_table
 from audit_core.selection.data import SelectionData
 from audit_core.selection.debiased.calls import OrderedCalls, ordered_calls
 from audit_core.selection.debiased.specs import DEBIASED_KIND, with_debiased
-from audit_core.selection.partials import Reducer, local_partials, poisson_policy_frames
+from audit_core.selection.partials import poisson_policy_frames
 from audit_core.selection.policies import PolicySpec, policy_specs
 from audit_core.selection.policy_rows import (
     BONFERRONI_LEVEL,
@@ -206,8 +206,7 @@ def evaluated_policies(data: SelectionData, ordered: Mapping[str, OrderedCalls] 
 
 
 def evaluate_policies(
-    data: SelectionData, everything: Sequence[Evaluated], parts: Sequence[slices.Partition], resampling: Resampling,
-    reduce: Reducer = local_partials,
+    data: SelectionData, everything: Sequence[Evaluated], parts: Sequence[slices.Partition], resampling: Resampling
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(policies, ungated, slices) frames of the given policies, as `audit` makes them for its own.
 
@@ -218,10 +217,10 @@ def evaluate_policies(
     second). Every interval depends only on the policy's own values and `resampling`, so a
     policy gets the same numbers whichever others it is evaluated with. Above
     `poisson.POISSON_ABOVE` prompts the intervals come from the Poisson bootstrap over partial
-    sums (`partials`), made by `reduce` (default: in chunks on this machine).
+    sums (`partials`, made in chunks on this machine; `partitioned` makes the same sums on partitions).
     """
     if data.n_prompts > POISSON_ABOVE:
-        return poisson_policy_frames(data, everything, parts, resampling, reduce)
+        return poisson_policy_frames(data, everything, parts, resampling)
     country = parts[1]
     pools = metrics.pool_measures(data.outcomes)
     evaluated = [ev for ev in everything if ev.report]
@@ -282,7 +281,6 @@ def audit_selection(
     resampling: Resampling = Resampling(),
     by: Sequence[str] = (),
     calls: pd.DataFrame | None = None,
-    reduce: Reducer = local_partials,
     ordered: Mapping[str, OrderedCalls] | None = None,
     specs: Sequence[PolicySpec] | None = None,
     call_texts: pd.DataFrame | None = None,
@@ -296,8 +294,7 @@ def audit_selection(
     returns them (CALL_COLUMNS suffice), for what needs each call's slot order, ranking, label
     probabilities and seconds: the debiased policies (`debiased.specs`), generator_slots, timing and the
     policies' seconds_per_prompt (none of them without the calls; every other number is the same either
-    way); reduce: how the partial sums over every prompt are made above `poisson.POISSON_ABOVE` prompts
-    (`partials.local_partials`, or `runners.analyze_ray` on a Ray cluster); ordered: every judge's
+    way); ordered: every judge's
     `OrderedCalls` as `debiased.load_ordered_calls` reads them from the store, when `calls` holds only
     TIMING_CALL_COLUMNS (a large study's calls as lists of ids would not fit in memory), else made
     from `calls`; specs: every policy as `with_debiased(policy_specs(data), ordered)` makes them, when
@@ -320,7 +317,7 @@ def audit_selection(
         generator_slots = side.submit(lambda: None if not recorded else _concat(
             [position.generator_slot_table(data, j, ordered[j]) for j in data.judges], position.GENERATOR_SLOT_COLUMNS))
         timing = side.submit(_timing, data, calls, ordered, call_texts)
-        table, ungated, slice_frame = evaluate_policies(data, everything, parts, resampling, reduce)
+        table, ungated, slice_frame = evaluate_policies(data, everything, parts, resampling)
         table[POLICY_COST_COLUMNS] = policy_costs(table, data, ordered)
         judges, positions, generators, flips, near_ties = judge_tables.result()
     slice_prompts = {part.name: dict(zip(part.values, part.sizes.tolist())) for part in parts}

@@ -56,11 +56,12 @@ from audit_core.selection.position import (
     GENERATOR_COLUMNS,
     JUDGE_COLUMNS,
     NEAR_TIE_COLUMNS,
+    RANGE_QUANTILES,
     SLOT_COLUMNS,
     GroupStat,
-    _fixed_n_interval,
     first_slot_interval,
     first_slot_interval_of_counts,
+    fixed_n_interval,
     fixed_n_interval_of_counts,
     flip_range_frame,
     flips,
@@ -142,10 +143,10 @@ class FixedNValues(_Sums):
         return float(self.total[column] / self.n) if self.n else np.nan
 
     def interval(self, resampling: Resampling) -> tuple[float, float]:
-        """`position._fixed_n_interval` of the values (d = 1): from them in order up to EXACT_DRAWS_UP_TO,
+        """`position.fixed_n_interval` of the values (d = 1): from them in order up to EXACT_DRAWS_UP_TO,
         else from their multiset (`position.fixed_n_interval_of_counts`)."""
         if self.ordered is not None:
-            return _fixed_n_interval(self.ordered[:, 0], resampling)
+            return fixed_n_interval(self.ordered[:, 0], resampling)
         return fixed_n_interval_of_counts(self.distinct[:, 0], self.counts, resampling)
 
     def stat(self, resampling: Resampling) -> GroupStat:
@@ -261,7 +262,7 @@ def range_cuts(count_pass: CountPass) -> Cuts:
     """The cut points of `position.range_tertiles` (numpy's 1/3 and 2/3 quantiles, to the bit) from a CountPass
     over every partition's `metrics.value_range(data.utility)` (`order_statistics.local_pass`, or one asking
     the workers); NaN, NaN when no prompt has a range."""
-    q1, q2 = quantiles(count_pass, [1 / 3, 2 / 3])
+    q1, q2 = quantiles(count_pass, RANGE_QUANTILES)
     return (float(q1), float(q2))
 
 

@@ -13,7 +13,7 @@ chunk only and adds them up into `Partials`:
 - each reported policy's regret values with their counts (for the median).
 
 Partials of any split of the prompts add up (`Partials.__add__`), so chunks, files and machines can be
-reduced in any order (`runners.analyze_ray`). From the total (`policy_frames`):
+reduced in any order (a partition's worker makes its own: `partitioned.worker`). From the total (`policy_frames`):
 
 - a mean's interval is the 95% percentile interval of Σw·v / Σw·a over resamples (resamples where the
   policy acts on no drawn prompt are left out), Bonferroni intervals for the error deltas as below;
@@ -32,7 +32,7 @@ Sums run in float32 within a chunk and float64 across chunks: a resampled sum mo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -399,12 +399,9 @@ def local_partials(layout: Layout, data: SelectionData, everything: Sequence, pa
     return bootstrap.chunked_sum(data.n_prompts, max(1, chunk_rows(layout.resampling) // workers), chunk_sum)
 
 
-Reducer = Callable[[Layout, SelectionData, Sequence, Sequence], Partials]  # the sums over every prompt
-
-
-def poisson_policy_frames(data: SelectionData, everything: Sequence, parts: Sequence, resampling: Resampling,
-                          reduce: Reducer = local_partials) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """`policy_frames` of a whole `SelectionData`, its sums made by `reduce` (default: on this machine)."""
+def poisson_policy_frames(data: SelectionData, everything: Sequence, parts: Sequence, resampling: Resampling
+                          ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """`policy_frames` of a whole `SelectionData`, its sums made on this machine (`local_partials`)."""
     outcomes = [o for o in (*ERROR_OUTCOMES, *SIDE_OUTCOMES) if o in data.outcomes]
     layout = layout_of(everything, outcomes, parts, resampling)
-    return policy_frames(layout, reduce(layout, data, everything, parts))
+    return policy_frames(layout, local_partials(layout, data, everything, parts))

@@ -38,6 +38,7 @@ FLIP_COLUMNS = ["judge", "tertile", "range_lo", "range_hi", "prompts", "parsed",
 NEAR_TIE_COLUMNS = ["judge", "near_ties", "prompts", "parsed", "flip_rate", "flip_rate_lo", "flip_rate_hi"]
 TERTILES = ("low", "mid", "high")
 NEAR_TIE = 0.05  # a candidate within this of the best rating is a near-tie of it
+RANGE_QUANTILES = (1 / 3, 2 / 3)  # the flip table's and the range slice's tertile cut points
 
 
 def _valid_calls(data: SelectionData, judge: str) -> tuple[np.ndarray, np.ndarray]:
@@ -156,7 +157,7 @@ def generator_table(data: SelectionData, judge: str, resampling: Resampling = Re
 
 
 # A group of values behind a mean and its fixed-n interval, as a table row reads it: (n, their float sum,
-# (lo, hi) its `_fixed_n_interval`); a row's mean is sum / n (`values.mean()`), NaN when n = 0.
+# (lo, hi) its `fixed_n_interval`); a row's mean is sum / n (`values.mean()`), NaN when n = 0.
 GroupStat = tuple[int, float, tuple[float, float]]
 
 
@@ -283,10 +284,16 @@ def range_tertiles(spread: np.ndarray) -> np.ndarray:
     (linear interpolation): low ≤ q1 < mid ≤ q2 < high, with a 1e-12 tolerance so that
     equal ranges stay together in the lower group; "" where the range is undefined.
     """
-    known = ~np.isnan(spread)
-    if not known.any():
+    if np.isnan(spread).all():
         return np.full(len(spread), "", dtype=object)
-    return tertile_labels(spread, *np.quantile(spread[known], [1 / 3, 2 / 3]))
+    return tertile_labels(spread, *range_cuts(spread))
+
+
+def range_cuts(spread: np.ndarray) -> np.ndarray:
+    """(q1, q2): the RANGE_QUANTILES (numpy's, linear) of the rating range over prompts with one; NaN both
+    when no prompt has one."""
+    known = spread[~np.isnan(spread)]
+    return np.quantile(known, RANGE_QUANTILES) if len(known) else np.full(len(RANGE_QUANTILES), np.nan)
 
 
 def tertile_labels(spread: np.ndarray, q1: float, q2: float) -> np.ndarray:
@@ -371,11 +378,11 @@ def _flip_row(prompts: int, stat: GroupStat) -> tuple:
 
 
 def group_stat(values: np.ndarray, resampling: Resampling) -> GroupStat:
-    """The GroupStat of `values` (in prompt order): (n, np.sum, `_fixed_n_interval`)."""
-    return (len(values), np.sum(values), _fixed_n_interval(values, resampling))
+    """The GroupStat of `values` (in prompt order): (n, np.sum, `fixed_n_interval`)."""
+    return (len(values), np.sum(values), fixed_n_interval(values, resampling))
 
 
-def _fixed_n_interval(values: np.ndarray, resampling: Resampling) -> tuple[float, float]:
+def fixed_n_interval(values: np.ndarray, resampling: Resampling) -> tuple[float, float]:
     """95% percentile interval of mean(values) resampled at fixed n = len(values)
     (`bootstrap.fixed_n_means`: a generator seeded with resampling.seed for this group alone);
     NaN when there are no values or no resamples."""
@@ -386,7 +393,7 @@ def _fixed_n_interval(values: np.ndarray, resampling: Resampling) -> tuple[float
 
 def fixed_n_interval_of_counts(distinct: np.ndarray, counts: np.ndarray, resampling: Resampling
                               ) -> tuple[float, float]:
-    """`_fixed_n_interval` of n = Σ counts > `bootstrap.EXACT_DRAWS_UP_TO` values given by their multiset
+    """`fixed_n_interval` of n = Σ counts > `bootstrap.EXACT_DRAWS_UP_TO` values given by their multiset
     (`bootstrap.counted_means`: distinct ascending float64, counts int64). ValueError for the rare value set
     whose resamples keep index draws (non-finite values, or values that fit no lattice window), which
     depend on the values' order."""

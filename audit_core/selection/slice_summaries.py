@@ -31,9 +31,9 @@ import pandas as pd
 
 from audit_core.selection import metrics
 from audit_core.selection.data import SelectionData
+from audit_core.selection.judge_summaries import Cuts, range_cuts
 from audit_core.selection.slices import (
     BUILT_IN,
-    RANGE_QUANTILES,
     Partition,
     SliceValues,
     check_slice_columns,
@@ -44,7 +44,7 @@ from audit_core.selection.slices import (
     slice_labels,
     slice_names,
 )
-from audit_core.stats.order_statistics import CountPass, median, quantiles
+from audit_core.stats.order_statistics import CountPass, median
 
 __all__ = [
     "SliceSummary", "cut_points", "disagreement_values", "partition_codes", "range_values", "slice_layout",
@@ -101,11 +101,11 @@ def range_values(data: SelectionData) -> np.ndarray:
     return metrics.value_range(data.utility)
 
 
-def cut_points(disagreement: CountPass, spread: CountPass) -> tuple[float, np.ndarray]:
+def cut_points(disagreement: CountPass, spread: CountPass) -> tuple[float, Cuts]:
     """(median, cuts) of the whole study from CountPasses over every partition's `disagreement_values` and
     `range_values`: numpy's nanmedian of the disagreement and (q1, q2) its quantiles RANGE_QUANTILES of the
-    range, exactly (`slices.consensus_median`, `slices.range_cuts`); NaN where no prompt has a value."""
-    return median(disagreement), quantiles(spread, RANGE_QUANTILES)
+    range, exactly (`slices.consensus_median`, `position.range_cuts`); NaN where no prompt has a value."""
+    return median(disagreement), range_cuts(spread)
 
 
 def slice_summary(data: SelectionData, by: Sequence[str], median: float, cuts: Sequence[float]) -> SliceSummary:

@@ -42,12 +42,12 @@ import pandas as pd
 from audit_core.errors import InputError
 from audit_core.selection import metrics
 from audit_core.selection.data import SelectionData
+from audit_core.selection.position import range_cuts, tertile_labels
 from audit_core.stats.bootstrap import FixedNMeans, ratio
 
 NONE = "(none)"
 BUILT_IN = ("all", "country", "category", "pool_size", "best", "consensus", "range")
 ORDERS = {"best": ("unique", "tied"), "consensus": ("high", "low"), "range": ("low", "mid", "high")}  # fixed values
-RANGE_QUANTILES = (1 / 3, 2 / 3)
 CONSENSUS_LEFT_OUT = "consensus slice left out: no candidate has two or more alignment votes"
 INTERVAL_STATS = ("regret", "gain", "random_regret", "stereotype_delta")
 POINT_STATS = ("bmr", "bmr_random", "best")
@@ -156,24 +156,6 @@ def consensus_labels(disagreement: np.ndarray, median: float | None = None) -> n
     where undefined. `median`: the whole study's (`consensus_median`), by default these prompts'."""
     median = consensus_median(disagreement) if median is None else median
     return np.where(np.isnan(disagreement), None, np.where(disagreement < median, "high", "low"))
-
-
-def range_cuts(spread: np.ndarray) -> np.ndarray:
-    """(q1, q2): the 1/3 and 2/3 quantiles (numpy's, linear) of the rating range over prompts with one,
-    as the flip table cuts it (`position.range_tertiles`); NaN both when no prompt has one."""
-    known = spread[~np.isnan(spread)]
-    return np.quantile(known, RANGE_QUANTILES) if len(known) else np.full(len(RANGE_QUANTILES), np.nan)
-
-
-def tertile_labels(spread: np.ndarray, q1: float, q2: float) -> np.ndarray:
-    """"low" / "mid" / "high" per prompt from given cut points, as `position.range_tertiles` labels:
-    low ≤ q1 < mid ≤ q2 < high with a 1e-12 tolerance (equal ranges stay in the lower group); ""
-    where the range is undefined."""
-    labels = np.full(len(spread), "", dtype=object)
-    known = ~np.isnan(spread)
-    labels[known] = np.where(spread[known] <= q1 + metrics.TOL, "low",
-                             np.where(spread[known] <= q2 + metrics.TOL, "mid", "high"))
-    return labels
 
 
 def range_labels(h: np.ndarray, cuts: Sequence[float] | None = None) -> np.ndarray:

@@ -166,12 +166,12 @@ def test_a_group_above_the_exact_draws_is_drawn_from_its_multiset(draw) -> None:
     parts = [FixedNValues.of(values[a:b]) for a, b in ((0, 1), (1, 900), (900, 2_500))]
     group = sum(parts)
     assert group.ordered is None and group.n == len(values)
-    expected = position._fixed_n_interval(values, RESAMPLING)
-    assert group.interval(RESAMPLING) == expected == position._fixed_n_interval(rng.permutation(values), RESAMPLING)
+    expected = position.fixed_n_interval(values, RESAMPLING)
+    assert group.interval(RESAMPLING) == expected == position.fixed_n_interval(rng.permutation(values), RESAMPLING)
     assert group.mean() == pytest.approx(values.mean(), rel=SUM_RTOL)
     below = parts[0] + parts[1]
     np.testing.assert_array_equal(below.ordered[:, 0], values[:900])
-    assert below.interval(RESAMPLING) == position._fixed_n_interval(values[:900], RESAMPLING)
+    assert below.interval(RESAMPLING) == position.fixed_n_interval(values[:900], RESAMPLING)
 
 
 def test_values_that_keep_index_draws_cannot_be_made_from_a_summary() -> None:
