@@ -2,7 +2,7 @@
 
     python -m benchmarks.bench_scale --prompts 1000000 10000000 --out /tmp/judge-audit-scale \\
         [--formats parquet csv jsonl] [--steps generate ingest analyze] [--resamples 1000] \\
-        [--engine local|ray] [--memory-limit 20GiB] [--keep]
+        [--engine local|ray [--partitions N]] [--memory-limit 20GiB] [--keep]
 
 For each size N, in OUT/N/ (OUT must lie outside the repository):
 
@@ -19,9 +19,10 @@ Each step runs as a child process; its wall time and peak resident memory (the c
 from wait4) are printed in a table, and beside them the peak of the proportional memory (PSS, shared
 pages split among the processes that map them) of the child and every process it started, read once a
 second: for `--engine ray` the driver, Ray's own processes and its workers with the object store's
-shared pages counted once. A watchdog reads the child's resident memory ten times a second
-and stops it (SIGKILL) once it passes --memory-limit, which the table reports as such, rather than
-leaving the machine to the kernel's OOM killer. The data are deleted afterwards unless --keep.
+shared pages counted once. A watchdog reads the child's resident memory ten times a second,
+and the proportional memory of it and its descendants once a second, and stops them all (SIGKILL) once
+either passes --memory-limit, which the table reports as such, rather than leaving the machine to the
+kernel's OOM killer (a Ray engine's workers hold most of a study). The data are deleted afterwards unless --keep.
 """
 
 from __future__ import annotations
@@ -124,13 +125,19 @@ def run_step(argv: list[str], limit: int, env: dict[str, str], log: Path) -> tup
     def watch() -> None:
         last_tree = 0.0
         while not finished.wait(POLL_SECONDS):
-            if resident_bytes(child.pid) > limit:
-                exceeded.set()
-                os.kill(child.pid, signal.SIGKILL)
-                return
+            tree = 0
             if time.perf_counter() - last_tree >= TREE_POLL_SECONDS:
                 last_tree = time.perf_counter()
-                tree_peak[0] = max(tree_peak[0], sum(proportional_bytes(pid) for pid in descendants(child.pid)))
+                tree = sum(proportional_bytes(pid) for pid in descendants(child.pid))
+                tree_peak[0] = max(tree_peak[0], tree)
+            if resident_bytes(child.pid) > limit or tree > limit:
+                exceeded.set()
+                for pid in reversed(descendants(child.pid)):  # the processes it started, then the child
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                return
 
     watchdog = threading.Thread(target=watch, daemon=True)
     watchdog.start()
@@ -141,7 +148,7 @@ def run_step(argv: list[str], limit: int, env: dict[str, str], log: Path) -> tup
     seconds = time.perf_counter() - started
     peak = usage.ru_maxrss * 1024  # Linux reports KiB
     if exceeded.is_set():
-        return seconds, peak, tree_peak[0], f"stopped: resident memory passed {limit / (1 << 30):.1f} GiB"
+        return seconds, peak, tree_peak[0], f"stopped: memory passed {limit / (1 << 30):.1f} GiB"
     if child.returncode != 0:
         return seconds, peak, tree_peak[0], f"failed (exit {child.returncode})"
     return seconds, peak, tree_peak[0], "ok"
@@ -183,7 +190,7 @@ def bench_size(n: int, args: argparse.Namespace, env: dict[str, str]) -> list[St
         plan.append(("analyze", f"{args.formats[0]}{engine}", [
             sys.executable, "-m", "runners.analyze", "--db", str(audited), "--dataset", dataset,
             "--out", str(folder / f"analysis{engine}"), "--resamples", str(args.resamples),
-            "--engine", args.engine]))
+            "--engine", args.engine, *(["--partitions", str(args.partitions)] if args.partitions else [])]))
     for step, form, argv in plan:
         log = folder / f"{step}-{form}.log"
         if step == "ingest":
@@ -223,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples of the audit")
     parser.add_argument("--engine", choices=("local", "ray"), default="local",
                         help="the audit's engine (runners.analyze --engine; default local)")
+    parser.add_argument("--partitions", type=int, metavar="N",
+                        help="--engine ray: partitions of the study, one Ray actor each (default: the analyze command's)")
     parser.add_argument("--memory-limit", type=byte_count, default=20 << 30,
                         help="stop a step whose resident memory passes this (default 20GiB)")
     parser.add_argument("--keep", action="store_true", help="leave the generated data and stores in OUT")

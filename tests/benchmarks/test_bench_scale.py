@@ -53,6 +53,21 @@ def test_a_step_reports_its_own_peak_and_its_trees(tmp_path):
     assert peak >= 200 << 20 and tree >= 390 << 20
 
 
+def test_a_step_whose_processes_together_pass_the_limit_is_stopped_whole(tmp_path):
+    """A child and a grandchild holding 200 MB each, under a limit of 300 MB that neither passes alone: both
+    are stopped within about a second, not left to run their 60 seconds, the grandchild included."""
+    hold = "import time; b = bytearray(200 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(60)"
+    argv = [sys.executable, "-c", f"import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', {hold!r}]); "
+                                  f"print(p.pid, flush=True); exec({hold!r}); p.wait()"]
+    seconds, _, tree, result = run_step(argv, 300 << 20, {}, tmp_path / "log")
+    assert result == "stopped: memory passed 0.3 GiB" and seconds < 30 and tree > 300 << 20
+    grandchild = int((tmp_path / "log").read_text().split()[0])
+    deadline = time.monotonic() + 10
+    while proportional_bytes(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proportional_bytes(grandchild) == 0
+
+
 @pytest.mark.parametrize("text, expected", [("20GiB", 20 << 30), ("512MiB", 512 << 20), ("4G", 4 << 30),
                                             ("1000000", 1_000_000), ("1.5k", 1536)])
 def test_sizes_parse(text, expected):
