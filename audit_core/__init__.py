@@ -27,6 +27,11 @@ Or audit pandas DataFrames shaped like the table contract, validated as `runners
 validates files, with no database file of yours: `store_from_frames(pools, dataset="mine",
 decisions={"judge": frame})` returns an in-memory store the loaders read.
 
+A selection study above 200,000 prompts can also be audited in partitions, no process holding it
+whole: `store.partitions.export_partitions` copies its prompts' rows into Parquet partitions, and
+`selection.partitioned.audit_partitions` makes the same `SelectionAudit` from passes over one
+`PartitionWorker` per partition (`LocalWorkers` here; Ray actors in `runners.analyze_ray`).
+
 Subpackages, one place per concept: `selection`, `rating` and `attributes` (one per judge
 kind; none imports another), `stats` (bootstrap schemes and draws, shared by every kind),
 `store` (DuckDB schema and store, audit cache, what is kept beside a database) and `ingest`

@@ -38,6 +38,7 @@ from audit_core.selection.debiased.calls import OrderedCalls
 from audit_core.selection.position import generator_slot_counts, generator_slot_frame
 from audit_core.selection.timing import TIMING_COLUMNS, call_sums, not_json_counts, timing_row
 from audit_core.stats.order_statistics import CountPass, local_pass, median
+from audit_core.summable import Summable
 
 __all__ = [
     "GeneratorSlotSummary", "PolicyCostSummary", "TimingSummary",
@@ -53,17 +54,8 @@ PolicySums = tuple[int, tuple[int, ...], float, int, bool] | None
 _PER_TIMED_PROMPT = ("timed_prompts", "one_order_sum", "all_orders_sum")
 
 
-class _Sums:
-    """`sum(summaries)` starts from 0: 0 + a summary is the summary."""
-
-    def __radd__(self, other: object):
-        if isinstance(other, int) and other == 0:
-            return self
-        return NotImplemented
-
-
 @dataclass(frozen=True, eq=False)
-class GeneratorSlotSummary(_Sums):
+class GeneratorSlotSummary(Summable):
     """One judge's presented and chosen calls per (generator, slot) of some prompts: generators sorted by
     name, presented and chosen (G, M) int64, M the prompts' largest pool."""
 
@@ -102,7 +94,7 @@ def generator_slot_table_from_summary(summary: GeneratorSlotSummary) -> pd.DataF
 
 
 @dataclass(frozen=True, eq=False)
-class TimingSummary(_Sums):
+class TimingSummary(Summable):
     """judge -> its `timing.call_sums` over some prompts (orders, counts and sums of seconds)."""
 
     judges: Mapping[str, Mapping[str, int | float]]
@@ -159,7 +151,7 @@ def timing_table_from_summary(summary: TimingSummary, seconds_passes: Mapping[st
 
 
 @dataclass(frozen=True, eq=False)
-class PolicyCostSummary(_Sums):
+class PolicyCostSummary(Summable):
     """Per row of a policies table, its `costs.policy_sums` over some prompts (None for a kind without a
     cost rule): a few numbers a row, however many prompts."""
 

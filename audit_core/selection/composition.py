@@ -30,6 +30,7 @@ import pandas as pd
 
 from audit_core.selection import metrics
 from audit_core.selection.data import SelectionData
+from audit_core.summable import Summable
 
 
 def composition_columns(sizes: list[int]) -> list[str]:
@@ -50,7 +51,7 @@ _MEANS = ("alignment_mean", "stereotype_mean", "range_mean")
 
 
 @dataclass(frozen=True, eq=False)
-class CompositionSummary:
+class CompositionSummary(Summable):
     """The composition table's counts and sums over some prompts: (level, value) -> (pools (M + 1,) int64
     prompts by pool size, counts (6,) int64: ties, best_tied, images and the values behind each mean,
     sums (3,) float64 of those values), for "all", each country and each generator seen. O(M) numbers a
@@ -73,11 +74,6 @@ class CompositionSummary:
             wide[:len(pools)] += pools
             groups[key] = (wide, groups[key][1] + counts, groups[key][2] + sums)
         return CompositionSummary(groups)
-
-    def __radd__(self, other: object):
-        if isinstance(other, int) and other == 0:  # sum(summaries) starts from 0
-            return self
-        return NotImplemented
 
 
 def composition_summary(data: SelectionData) -> CompositionSummary:

@@ -80,6 +80,7 @@ from audit_core.selection.votes import valid_picks
 from audit_core.stats import bootstrap
 from audit_core.stats.order_statistics import CountPass, quantiles
 from audit_core.stats.resampling import Resampling
+from audit_core.summable import Summable
 
 __all__ = [
     "CompositionSummary", "FixedNValues", "JudgeSummary", "JudgeTablesSummary",
@@ -90,17 +91,8 @@ __all__ = [
 Cuts = tuple[float, float]  # the whole study's 1/3 and 2/3 quantiles of the rating range (`range_cuts`)
 
 
-class _Sums:
-    """`sum(summaries)` starts from 0: 0 + a summary is the summary."""
-
-    def __radd__(self, other: object):
-        if isinstance(other, int) and other == 0:
-            return self
-        return NotImplemented
-
-
 @dataclass(frozen=True, eq=False)
-class FixedNValues(_Sums):
+class FixedNValues(Summable):
     """One group's values for a mean and its fixed-n interval: rows of d numbers (d = 1 for a value, 2 for a
     first-slot (first, valid) pair).
 
@@ -171,7 +163,7 @@ def _unique(rows: np.ndarray, inverse: bool = False) -> tuple[np.ndarray, np.nda
 
 
 @dataclass(frozen=True, eq=False)
-class JudgeSummary(_Sums):
+class JudgeSummary(Summable):
     """One judge's counts, float sums and fixed-n groups over some prompts (module docstring: sizes), as the
     `position` functions count them.
 
@@ -243,7 +235,7 @@ def _aligned(summary: JudgeSummary, names: Sequence[str]) -> tuple[dict[str, obj
 
 
 @dataclass(frozen=True, eq=False)
-class JudgeTablesSummary(_Sums):
+class JudgeTablesSummary(Summable):
     """Every selector judge's `JudgeSummary` over some prompts, by judge name (sorted)."""
 
     judges: Mapping[str, JudgeSummary]

@@ -45,6 +45,7 @@ from audit_core.selection.slices import (
     slice_names,
 )
 from audit_core.stats.order_statistics import CountPass, median
+from audit_core.summable import Summable
 
 __all__ = [
     "SliceSummary", "cut_points", "disagreement_values", "partition_codes", "range_values", "slice_layout",
@@ -53,7 +54,7 @@ __all__ = [
 
 
 @dataclass(frozen=True, eq=False)
-class SliceSummary:
+class SliceSummary(Summable):
     """What the slices' values need of some consecutive prompts, labelled at the whole study's cut points.
 
     columns: the prompts table's attributes (`m` left out), to check `by` against;
@@ -81,12 +82,6 @@ class SliceSummary:
                   for name, seen in self.labels.items()}
         return SliceSummary(self.columns, labels, {name: self.missing[name] or other.missing[name]
                                                    for name in self.missing})
-
-    def __radd__(self, other: object) -> SliceSummary:
-        """`sum(summaries)` starts from 0: 0 + a summary is the summary."""
-        if isinstance(other, int) and other == 0:
-            return self
-        return NotImplemented
 
 
 def disagreement_values(data: SelectionData) -> np.ndarray:

@@ -20,37 +20,10 @@ from audit_core.selection.partitioned.audit import LocalWorkers, audit_partition
 from audit_core.selection.partitioned.worker import PartitionWorker
 from audit_core.stats.resampling import Resampling
 from audit_core.store.partitions import EXPORT_CONFIG, export_partitions
-from benchmarks.synthetic import build_synthetic_db
-from runners.demo import build_demo
 from tests.support.debiased import stored_calls
 from tests.support.frames import assert_frames_close
-from tests.support.judgeacts import ingest_main_split
 
 RESAMPLING = Resampling(200, 3)
-
-
-@pytest.fixture(scope="module")
-def demo_db(tmp_path_factory) -> tuple[Path, str]:
-    db = tmp_path_factory.mktemp("demo") / "demo.duckdb"
-    build_demo(db, n_prompts=24, progress=False)
-    return db, "demo"
-
-
-@pytest.fixture(scope="module")
-def synthetic_db(tmp_path_factory) -> tuple[Path, str]:
-    db = tmp_path_factory.mktemp("synthetic") / "syn.duckdb"
-    build_synthetic_db(db, n_prompts=600, seed=5, dataset_id="syn")
-    return db, "syn"
-
-
-@pytest.fixture(scope="module")
-def judgeacts_db(tmp_path_factory) -> tuple[Path, str]:
-    return ingest_main_split(tmp_path_factory.mktemp("main") / "main.duckdb"), "main"
-
-
-@pytest.fixture(params=["demo_db", "synthetic_db", "judgeacts_db"])
-def study(request) -> tuple[Path, str]:
-    return request.getfixturevalue(request.param)
 
 
 def partitioned(db: Path, dataset: str, folder: Path, count: int) -> LocalWorkers:
@@ -87,8 +60,8 @@ def test_a_study_in_partitions_gets_the_whole_studys_tables(study, count, tmp_pa
     assert parted.slice_prompts == whole.slice_prompts and parted.notes == whole.notes
 
 
-def test_an_unknown_slice_column_is_refused_before_any_pass(synthetic_db, tmp_path):
-    db, dataset = synthetic_db
+def test_an_unknown_slice_column_is_refused_before_any_pass(synthetic_study, tmp_path):
+    db, dataset = synthetic_study
     workers = partitioned(db, dataset, tmp_path, 2)
     with pytest.raises(InputError, match="'nope' is not a prompt attribute"):
         audit_partitions(workers, dataset, RESAMPLING, ["nope"])

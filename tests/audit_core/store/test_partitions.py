@@ -19,31 +19,9 @@ from audit_core.selection.data import SelectionData, load_selection_data
 from audit_core.selection.debiased.calls import OrderedCalls, load_ordered_calls
 from audit_core.store.partitions import EXPORT_CONFIG, Partition, export_partitions, open_partition
 from benchmarks.synthetic import build_synthetic_db
-from runners.demo import build_demo
-from tests.support.judgeacts import ingest_main_split
 from tests.support.snapshots import snapshot
 
 QUOTE = "it's "  # put before every prompt id of the quoted study
-
-
-@pytest.fixture(scope="module")
-def demo_db(tmp_path_factory) -> tuple[Path, str]:
-    """The demo's selection dataset: 24 prompts of 3 or 4 images, votes, rankings and label probabilities."""
-    db = tmp_path_factory.mktemp("demo") / "demo.duckdb"
-    build_demo(db, n_prompts=24, progress=False)
-    return db, "demo"
-
-
-@pytest.fixture(scope="module")
-def synthetic_db(tmp_path_factory) -> tuple[Path, str]:
-    db = tmp_path_factory.mktemp("synthetic") / "syn.duckdb"
-    build_synthetic_db(db, n_prompts=300, seed=3, dataset_id="syn")
-    return db, "syn"
-
-
-@pytest.fixture(scope="module")
-def judgeacts_db(tmp_path_factory) -> tuple[Path, str]:
-    return ingest_main_split(tmp_path_factory.mktemp("main") / "main.duckdb"), "main"
 
 
 @pytest.fixture(scope="module")
@@ -136,11 +114,6 @@ def assert_partitions_load_as_whole(db: Path, dataset: str, parts: list[Partitio
     assert sorted(texts, key=lambda row: row[0]) == whole_texts  # the whole's: by judge, then prompt
 
 
-@pytest.fixture(params=["demo_db", "synthetic_db", "judgeacts_db"])
-def study(request) -> tuple[Path, str]:
-    return request.getfixturevalue(request.param)
-
-
 @pytest.mark.parametrize("count", [1, 3, 7])
 def test_each_partition_loads_as_the_whole_studys_rows_of_its_prompts(study, count, tmp_path):
     db, dataset = study
@@ -156,9 +129,9 @@ def test_each_partition_loads_as_the_whole_studys_rows_of_its_prompts(study, cou
     assert_partitions_load_as_whole(db, dataset, parts)
 
 
-def test_a_partition_can_be_narrower_than_the_study(demo_db, tmp_path):
+def test_a_partition_can_be_narrower_than_the_study(demo_study, tmp_path):
     """The demo's seventh range holds pools of 3 only: its arrays have 3 candidate columns, the study's 4."""
-    db, dataset = demo_db
+    db, dataset = demo_study
     con = exporter(db)
     try:
         parts = export_partitions(con, dataset, tmp_path, 7)
@@ -185,8 +158,8 @@ def test_quotes_in_ids_and_a_folder_with_a_quote_and_a_space_are_data(quoted_db,
     assert_partitions_load_as_whole(db, dataset, [pickle.loads(pickle.dumps(p)) for p in parts])  # as Ray ships it
 
 
-def test_one_prompt_a_partition_and_no_more_partitions_than_prompts(demo_db, tmp_path):
-    db, dataset = demo_db
+def test_one_prompt_a_partition_and_no_more_partitions_than_prompts(demo_study, tmp_path):
+    db, dataset = demo_study
     con = exporter(db)
     try:
         with pytest.raises(ValueError, match="24 prompts: it cannot be cut into 25 partitions.*at most 24"):
@@ -202,8 +175,8 @@ def test_one_prompt_a_partition_and_no_more_partitions_than_prompts(demo_db, tmp
     assert_partitions_load_as_whole(db, dataset, parts)
 
 
-def test_a_reader_and_a_folder_that_reads_as_a_pattern_are_refused(demo_db, tmp_path):
-    db, dataset = demo_db
+def test_a_reader_and_a_folder_that_reads_as_a_pattern_are_refused(demo_study, tmp_path):
+    db, dataset = demo_study
     con = store.connect(db, read_only=True)
     try:
         with pytest.raises(ValueError, match="may not write files.*EXPORT_CONFIG"):
@@ -220,8 +193,8 @@ def test_a_reader_and_a_folder_that_reads_as_a_pattern_are_refused(demo_db, tmp_
     assert list(tmp_path.iterdir()) == []
 
 
-def test_nothing_is_written_into_the_store(synthetic_db, tmp_path):
-    db, dataset = synthetic_db
+def test_nothing_is_written_into_the_store(synthetic_study, tmp_path):
+    db, dataset = synthetic_study
     before, digest = snapshot(db), hashlib.sha256(db.read_bytes()).hexdigest()
     con = exporter(db)
     try:
@@ -240,8 +213,8 @@ def test_nothing_is_written_into_the_store(synthetic_db, tmp_path):
     assert [name for (name,) in objects] == sorted(store.TABLE_COLUMNS)
 
 
-def test_a_partitions_connection_reaches_no_other_file(demo_db, tmp_path):
-    db, dataset = demo_db
+def test_a_partitions_connection_reaches_no_other_file(demo_study, tmp_path):
+    db, dataset = demo_study
     con = exporter(db)
     try:
         (part,) = export_partitions(con, dataset, tmp_path, 1)
