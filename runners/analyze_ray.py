@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
-import pandas as pd
 
 from audit_core.selection.audit import SelectionAudit
 from audit_core.selection.partitioned.audit import audit_partitions
@@ -76,12 +75,12 @@ def _connect() -> bool:
 
 def ray_audit(folder: Path | None = None, partitions: int | None = None):
     """The selection audit of a large study on a Ray cluster (module docstring), as `runners.audits.run_audits`
-    calls it: (db, dataset, n_prompts, resampling, pool, by, call_texts) -> SelectionAudit. `folder` keeps the
+    calls it: (db, dataset, n_prompts, resampling, pool, by) -> SelectionAudit. `folder` keeps the
     partitions there (shared storage for a cluster), `partitions` sets how many (default one per
     PARTITION_PROMPTS prompts)."""
 
-    def audit(db: Path, dataset: str, n_prompts: int, resampling: Resampling, pool: str, by: Sequence[str],
-              call_texts: pd.DataFrame) -> SelectionAudit:
+    def audit(db: Path, dataset: str, n_prompts: int, resampling: Resampling, pool: str, by: Sequence[str]
+              ) -> SelectionAudit:
         import ray
 
         count = min(n_prompts, partitions or max(1, math.ceil(n_prompts / PARTITION_PROMPTS)))
@@ -95,7 +94,7 @@ def ray_audit(folder: Path | None = None, partitions: int | None = None):
             started = _connect()
             try:
                 workers = RayWorkers(written, pool)
-                result = audit_partitions(workers, dataset, resampling, by, call_texts)
+                result = audit_partitions(workers, dataset, resampling, by)
                 for actor in workers.actors:
                     ray.kill(actor)
             finally:

@@ -64,8 +64,8 @@ class Audits:
 
 
 # The selection audit of a study above poisson.POISSON_ABOVE prompts made elsewhere, never loaded here:
-# (db, dataset, prompts, resampling, pool, by, call texts) -> SelectionAudit (`runners.analyze_ray.ray_audit`).
-LargeAudit = Callable[[Path, str, int, Resampling, str, Sequence[str], pd.DataFrame], SelectionAudit]
+# (db, dataset, prompts, resampling, pool, by) -> SelectionAudit (`runners.analyze_ray.ray_audit`).
+LargeAudit = Callable[[Path, str, int, Resampling, str, Sequence[str]], SelectionAudit]
 
 
 def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAULT_POOL,
@@ -104,7 +104,7 @@ def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAU
         # the calls as the audit reads them: every judge's slot orders, rankings and seconds as arrays made in
         # DuckDB, and only the calls that carry text (timing's not-JSON count); never a frame of a row per call
         ordered = load_ordered_calls(con, data) if data is not None else {}
-        texts = store.load_call_texts(con, dataset) if pools else None
+        texts = store.load_call_texts(con, dataset) if data is not None else None
         runs = store.load_runs(con, dataset)
         paths = load_image_paths(con, dataset) if image_paths else {}
         content = audit_cache.dataset_fingerprint(con, dataset)
@@ -119,7 +119,7 @@ def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAU
     if elsewhere:
         selection_key = audit_cache.selection_key(content, dataset, resampling, pool, tuple(by))
         result, problem = audit_cache.cached(db, selection_key, SelectionAudit, lambda: large(
-            db, dataset, n_prompts, resampling, pool, by, texts))
+            db, dataset, n_prompts, resampling, pool, by))
         problems.append(problem)
     elif data is not None:
         specs = None

@@ -95,7 +95,8 @@ def generator_slot_table_from_summary(summary: GeneratorSlotSummary) -> pd.DataF
 
 @dataclass(frozen=True, eq=False)
 class TimingSummary(Summable):
-    """judge -> its `timing.call_sums` over some prompts (orders, counts and sums of seconds)."""
+    """judge -> its `timing.call_sums` over some prompts (orders, counts and sums of seconds) and `not_json`,
+    how many of its calls there do not answer in JSON (`timing.not_json_counts`)."""
 
     judges: Mapping[str, Mapping[str, int | float]]
 
@@ -121,11 +122,14 @@ class TimingSummary(Summable):
         return TimingSummary(judges)
 
 
-def timing_summary(statuses: Mapping[str, np.ndarray], seconds: Mapping[str, np.ndarray]) -> TimingSummary:
+def timing_summary(statuses: Mapping[str, np.ndarray], seconds: Mapping[str, np.ndarray], texts: pd.DataFrame
+                   ) -> TimingSummary:
     """The timing sums of a partition's calls: statuses judge -> (P, K) status ("" where no call), seconds
-    judge -> (P, K) seconds (NaN where none), as `timing.timing_table_from_arrays` takes them."""
-    return TimingSummary({str(judge): call_sums(statuses[judge], np.asarray(seconds[judge], dtype=float))
-                          for judge in statuses})
+    judge -> (P, K) seconds (NaN where none), texts: those of its calls that carry text (timing.TEXT_COLUMNS,
+    `store.load_call_texts`), as `timing.timing_table_from_arrays` takes them."""
+    not_json = not_json_counts(texts)
+    return TimingSummary({str(judge): {**call_sums(statuses[judge], np.asarray(seconds[judge], dtype=float)),
+                                       "not_json": not_json.get(str(judge), 0)} for judge in statuses})
 
 
 def local_seconds_passes(partitions: Sequence[Mapping[str, np.ndarray]]) -> dict[str, CountPass]:
@@ -136,17 +140,14 @@ def local_seconds_passes(partitions: Sequence[Mapping[str, np.ndarray]]) -> dict
             for judge in judges}
 
 
-def timing_table_from_summary(summary: TimingSummary, seconds_passes: Mapping[str, CountPass],
-                              texts: pd.DataFrame) -> pd.DataFrame:
+def timing_table_from_summary(summary: TimingSummary, seconds_passes: Mapping[str, CountPass]) -> pd.DataFrame:
     """`timing.timing_table_from_arrays` of the prompts `summary` sums, one row per judge sorted by name.
 
     seconds_passes: judge -> a CountPass over its seconds in every partition (`local_seconds_passes`, or
-    one asking the workers), for seconds_median (`order_statistics.median`: numpy's median to the bit);
-    texts: the calls that carry text (timing.TEXT_COLUMNS), for not_json, as the whole-study function.
+    one asking the workers), for seconds_median (`order_statistics.median`: numpy's median to the bit).
     """
-    not_json = not_json_counts(texts)
-    rows = [timing_row(judge, summary.judges[judge], median(seconds_passes[judge]), not_json.get(judge, 0))
-            for judge in sorted(summary.judges)]
+    rows = [timing_row(judge, sums, median(seconds_passes[judge]), sums["not_json"])
+            for judge, sums in sorted(summary.judges.items())]
     return pd.DataFrame(rows, columns=TIMING_COLUMNS)
 
 

@@ -80,12 +80,12 @@ def _total(parts: list) -> object:
     return reduce(lambda a, b: a + b, parts)
 
 
-def audit_partitions(workers: Workers, dataset_id: str, resampling: Resampling, by: Sequence[str] = (),
-                     call_texts: pd.DataFrame | None = None) -> SelectionAudit:
+def audit_partitions(workers: Workers, dataset_id: str, resampling: Resampling, by: Sequence[str] = ()
+                     ) -> SelectionAudit:
     """The selection audit of the study whose partitions `workers` hold (module docstring), as
-    `audit.audit_selection` makes it above `poisson.POISSON_ABOVE` prompts with the judges' ordered calls;
-    `call_texts`: the calls that carry text (`store.load_call_texts`), for timing's not-JSON count (no timing
-    table without them). InputError naming an unknown `by` column, before any pass over the prompts."""
+    `audit.audit_selection` makes it above `poisson.POISSON_ABOVE` prompts given the judges' ordered calls
+    and the calls that carry text. InputError naming an unknown `by` column, before any pass over the
+    prompts."""
     check_slice_columns(workers.map("columns")[0], by)
     shape = reduce(lambda a, b: a | b, workers.map("shape"))
     workers.map("pad", shape)
@@ -102,8 +102,8 @@ def audit_partitions(workers: Workers, dataset_id: str, resampling: Resampling, 
     judges = [judge for judge, _ in shape.orders]
     generator_slots = [generator_slot_table_from_summary(_total(workers.map("generator_slot_summary", judge)))
                        for judge in judges]
-    timing = None if call_texts is None else timing_table_from_summary(
-        _total(workers.map("timing_summary")), {j: count_pass(workers, f"seconds/{j}") for j in judges}, call_texts)
+    timing = timing_table_from_summary(_total(workers.map("timing_summary")),
+                                       {j: count_pass(workers, f"seconds/{j}") for j in judges})
     judge_tables = judge_tables_from_summary(_total(workers.map("judge_summary", tuple(cuts))), resampling)
     composition = composition_from_summary(_total(workers.map("composition_summary")))
     extra_outcomes = [o for o in (*ERROR_OUTCOMES, *SIDE_OUTCOMES) if o in shape.outcomes]

@@ -50,6 +50,7 @@ from audit_core.selection.slice_summaries import (
 from audit_core.selection.slices import SliceValues
 from audit_core.stats.order_statistics import prefix_counts
 from audit_core.stats.resampling import Resampling
+from audit_core.store.database import load_call_texts
 from audit_core.store.partitions import Partition, open_partition
 from audit_core.store.schema import DEFAULT_POOL, ERROR_OUTCOMES
 
@@ -170,5 +171,10 @@ class PartitionWorker:
         return composition_summary(self.data)
 
     def timing_summary(self) -> TimingSummary:
-        """The timing sums of this partition's calls."""
-        return timing_summary(self.data.statuses, {j: self.ordered[j].seconds for j in self.data.statuses})
+        """The timing sums of this partition's calls, their outputs that are not JSON counted."""
+        con = open_partition(self.partition)
+        try:
+            texts = load_call_texts(con, self.partition.dataset_id)
+        finally:
+            con.close()
+        return timing_summary(self.data.statuses, {j: self.ordered[j].seconds for j in self.data.statuses}, texts)

@@ -134,9 +134,11 @@ def _timing_adds_up(data, ordered, texts) -> None:
     for parts in (1, 3, 7):
         held = [({j: s[rows] for j, s in data.statuses.items()}, {j: s[rows] for j, s in seconds.items()})
                 for rows in cut(data.n_prompts, parts)]
-        summed = sum(timing_summary(statuses, mine) for statuses, mine in held)
+        # the calls with text carry no prompt here: all in the first partition, none in the others
+        summed = sum(timing_summary(statuses, mine, texts if i == 0 else NO_TEXT)
+                     for i, (statuses, mine) in enumerate(held))
         assert isinstance(summed, TimingSummary)
-        table = timing_table_from_summary(summed, local_seconds_passes([mine for _, mine in held]), texts)
+        table = timing_table_from_summary(summed, local_seconds_passes([mine for _, mine in held]))
         exact = [c for c in TIMING_COLUMNS if c not in SUMMED]
         pd.testing.assert_frame_equal(table[exact], whole[exact], check_exact=True)
         pd.testing.assert_frame_equal(table[SUMMED], whole[SUMMED], check_exact=False, rtol=SUM_RTOL, atol=0)
@@ -202,8 +204,8 @@ def test_timing_of_a_partition_loaded_with_fewer_orders_times_none_of_its_prompt
     seconds = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, np.nan]])
     whole = timing_table_from_arrays({"j": status}, {"j": seconds}, NO_TEXT)
     parts = [({"j": status[:1]}, {"j": seconds[:1]}), ({"j": status[1:, :2]}, {"j": seconds[1:, :2]})]
-    summed = sum(timing_summary(*part) for part in parts)
-    table = timing_table_from_summary(summed, local_seconds_passes([s for _, s in parts]), NO_TEXT)
+    summed = sum(timing_summary(*part, NO_TEXT) for part in parts)
+    table = timing_table_from_summary(summed, local_seconds_passes([s for _, s in parts]))
     pd.testing.assert_frame_equal(table, whole, check_exact=True)
     assert table["timed_prompts"].tolist() == [1] and table["seconds_median"].tolist() == [3.0]
 

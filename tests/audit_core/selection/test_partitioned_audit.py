@@ -52,7 +52,7 @@ def test_a_study_in_partitions_gets_the_whole_studys_tables(study, count, tmp_pa
     by = ["split"] if "split" in data.prompts.columns else []
     texts = call_texts(db, dataset)
     whole = audit_selection(data, RESAMPLING, by, ordered=ordered, call_texts=texts)
-    parted = audit_partitions(partitioned(db, dataset, tmp_path, count), dataset, RESAMPLING, by, texts)
+    parted = audit_partitions(partitioned(db, dataset, tmp_path, count), dataset, RESAMPLING, by)
     tables = whole.tables()
     assert list(parted.tables()) == list(tables)
     for name, frame in tables.items():
