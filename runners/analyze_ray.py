@@ -91,15 +91,14 @@ def ray_audit(folder: Path | None = None, partitions: int | None = None):
                                             count)
             finally:
                 con.close()
-            started = _connect()
+            started, workers = _connect(), None
             try:
                 workers = RayWorkers(written, pool)
-                result = audit_partitions(workers, dataset, resampling, by)
-                for actor in workers.actors:
+                return audit_partitions(workers, dataset, resampling, by)
+            finally:  # the actors hold the study: never left on a cluster that outlives the audit
+                for actor in workers.actors if workers is not None else []:
                     ray.kill(actor)
-            finally:
                 if started:
                     ray.shutdown()
-        return result
 
     return audit
