@@ -10,8 +10,10 @@ take and return plain picklable values, so the same class runs here (`LocalWorke
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
+import duckdb
 import numpy as np
 import pandas as pd
 
@@ -28,7 +30,7 @@ from audit_core.selection.composition import CompositionSummary, composition_sum
 from audit_core.selection.data import load_selection_data
 from audit_core.selection.debiased.borda import borda_picks
 from audit_core.selection.debiased.calibrated import calibrated_picks
-from audit_core.selection.debiased.calls import load_ordered_calls
+from audit_core.selection.debiased.calls import OrderedCalls, load_ordered_calls
 from audit_core.selection.debiased.names import BORDA, CALIBRATED, PLACKETT_LUCE, PRIOR_CORRECTED
 from audit_core.selection.debiased.plackett_luce import NewtonMaximum, PromptPartition, plackett_luce_result
 from audit_core.selection.debiased.prior_corrected import prior_corrected_picks
@@ -54,18 +56,16 @@ from audit_core.store.database import load_call_texts
 from audit_core.store.partitions import Partition, open_partition
 from audit_core.store.schema import DEFAULT_POOL, ERROR_OUTCOMES
 
+T = TypeVar("T")
+
 
 class PartitionWorker:
     """A partition of a study, loaded (module docstring); `pool` is the reference pool of the utility."""
 
     def __init__(self, partition: Partition, pool: str = DEFAULT_POOL) -> None:
         self.partition, self.pool = partition, pool
-        con = open_partition(partition)
-        try:
-            self.data = load_selection_data(con, partition.dataset_id, pool, partition=True)
-        finally:
-            con.close()
-        self.ordered: dict = {}
+        self.data = self._read(lambda con: load_selection_data(con, partition.dataset_id, pool, partition=True))
+        self.ordered: dict[str, OrderedCalls] = {}
         self.parts: list = []
         self.everything: list[Evaluated] = []
         self.fits: dict[str, PromptPartition] = {}  # judge -> its Plackett–Luce fit in progress
@@ -78,12 +78,16 @@ class PartitionWorker:
     def pad(self, shape: StudyShape) -> int:
         """Give the arrays the study's `shape` and load the judges' ordered calls in it; returns the prompts."""
         self.data = padded(self.data, shape)
+        self.ordered = self._read(lambda con: load_ordered_calls(con, self.data))
+        return self.data.n_prompts
+
+    def _read(self, load: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+        """What `load` reads from a connection on this partition's files."""
         con = open_partition(self.partition)
         try:
-            self.ordered = load_ordered_calls(con, self.data)
+            return load(con)
         finally:
             con.close()
-        return self.data.n_prompts
 
     def columns(self) -> list[str]:
         """The prompts table's columns (every partition's are the study's)."""
@@ -172,9 +176,5 @@ class PartitionWorker:
 
     def timing_summary(self) -> TimingSummary:
         """The timing sums of this partition's calls, their outputs that are not JSON counted."""
-        con = open_partition(self.partition)
-        try:
-            texts = load_call_texts(con, self.partition.dataset_id)
-        finally:
-            con.close()
+        texts = self._read(lambda con: load_call_texts(con, self.partition.dataset_id))
         return timing_summary(self.data.statuses, {j: self.ordered[j].seconds for j in self.data.statuses}, texts)
