@@ -231,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--engine", choices=("local", "ray"), default="local",
                         help="the audit's engine (runners.analyze --engine; default local)")
     parser.add_argument("--partitions", type=int, metavar="N",
-                        help="--engine ray: partitions of the study, one Ray actor each (default: the analyze command's)")
+                        help="--engine ray: partitions of the study, one Ray actor each (default: analyze's own)")
     parser.add_argument("--memory-limit", type=byte_count, default=20 << 30,
                         help="stop a step whose resident memory passes this (default 20GiB)")
     parser.add_argument("--keep", action="store_true", help="leave the generated data and stores in OUT")
