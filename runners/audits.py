@@ -41,6 +41,7 @@ from audit_core.selection.browse import load_image_paths
 from audit_core.selection.debiased import load_ordered_calls
 from audit_core.selection.debiased.specs import with_debiased
 from audit_core.selection.policies import picks_of, policy_specs
+from audit_core.selection.slices import check_slice_columns
 from audit_core.store import audit_cache
 from audit_core.store.schema import DEFAULT_POOL
 
@@ -117,6 +118,7 @@ def run_audits(db: Path, dataset: str, resampling: Resampling, pool: str = DEFAU
             problems.append(audit_cache.store(db, data_key, data))
     result = rating = None
     if elsewhere:
+        check_slice_columns(store.PROMPT_COLUMNS, by)  # at once, not after the study was copied out
         selection_key = audit_cache.selection_key(content, dataset, resampling, pool, tuple(by))
         result, problem = audit_cache.cached(db, selection_key, SelectionAudit, lambda: large(
             db, dataset, n_prompts, resampling, pool, by))

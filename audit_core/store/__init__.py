@@ -9,6 +9,7 @@ and authenticated with `install_key`. Imports nothing from a judge kind but the 
 from audit_core.store.database import (
     LOCK_WAIT_ENV,
     NO_EXTENSIONS,
+    PROMPT_COLUMNS,
     READ_LOCK_WAIT,
     READ_ONLY_CONFIG,
     TABLE_COLUMNS,
@@ -49,6 +50,7 @@ from audit_core.store.database import (
 
 __all__ = [
     "TABLE_COLUMNS",
+    "PROMPT_COLUMNS",
     "LOCK_WAIT_ENV",
     "WRITE_LOCK_WAIT",
     "READ_LOCK_WAIT",

@@ -392,11 +392,13 @@ def list_datasets(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     ).df()
 
 
+PROMPT_COLUMNS = ("prompt_id", "prompt", "country", "category", "split")  # what `load_prompts` reads
+
+
 def load_prompts(con: duckdb.DuckDBPyConnection, dataset_id: str) -> pd.DataFrame:
-    """prompt_id, prompt, country, category, split; one row per prompt."""
+    """PROMPT_COLUMNS; one row per prompt."""
     return con.execute(
-        "SELECT prompt_id, prompt, country, category, split FROM prompts "
-        "WHERE dataset_id = ? ORDER BY prompt_id",
+        f"SELECT {', '.join(PROMPT_COLUMNS)} FROM prompts WHERE dataset_id = ? ORDER BY prompt_id",
         [dataset_id],
     ).df()
 
