@@ -1,7 +1,7 @@
 """The selection audit of a large study on a Ray cluster: the engine behind `runners.analyze --engine ray`.
 
 Above `poisson.POISSON_ABOVE` prompts the driver never loads the study. It has DuckDB copy the dataset's
-prompts, in prompt-id order, into Parquet partitions (`store.partitions.export_partitions`: every store row of
+prompts, in prompt-id order, into Parquet partitions (`store.partitions.export_store`: every store row of
 PARTITION_PROMPTS consecutive prompts a partition, unless told how many), starts one Ray actor per partition
 (`partitioned.worker.PartitionWorker`, which loads its partition and keeps it between passes), and runs the
 audit as passes over the actors (`partitioned.audit.audit_partitions`): each pass returns sums, counts or
@@ -26,13 +26,11 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import duckdb
-
 from audit_core.selection.audit import SelectionAudit
 from audit_core.selection.partitioned.audit import audit_partitions
 from audit_core.selection.partitioned.worker import PartitionWorker
 from audit_core.stats.resampling import Resampling
-from audit_core.store.partitions import EXPORT_CONFIG, Partition, export_partitions
+from audit_core.store.partitions import Partition, export_store
 from runners.recording.ray_engine import ROOT, SHIPPED_PACKAGES, check_reachable
 
 PARTITION_PROMPTS = 250_000  # prompts per partition unless told how many partitions
@@ -85,12 +83,7 @@ def ray_audit(folder: Path | None = None, partitions: int | None = None):
 
         count = min(n_prompts, partitions or max(1, math.ceil(n_prompts / PARTITION_PROMPTS)))
         with tempfile.TemporaryDirectory(prefix="judge-audit-partitions-") as temporary:
-            con = duckdb.connect(str(db), read_only=True, config=dict(EXPORT_CONFIG))
-            try:
-                written = export_partitions(con, dataset, Path(folder) if folder is not None else Path(temporary),
-                                            count)
-            finally:
-                con.close()
+            written = export_store(db, dataset, Path(folder) if folder is not None else Path(temporary), count)
             started, workers = _connect(), None
             try:
                 workers = RayWorkers(written, pool)

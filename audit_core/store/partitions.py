@@ -83,7 +83,7 @@ class Partition:
 def export_partitions(con: duckdb.DuckDBPyConnection, dataset_id: str, folder: str | Path, count: int
                       ) -> list[Partition]:
     """The `count` partitions of `dataset_id`, in prompt order, written as `folder`/part-<i>/<table>.parquet
-    (files already there are replaced; the store is only read).
+    (files already there are replaced, a link in their place refused; the store is only read).
 
     `con` must be allowed to write files, which a reader opened with store.READ_ONLY_CONFIG is not: open the
     store with EXPORT_CONFIG. All partitions are read in one transaction, so they are of one state of the
@@ -111,15 +111,27 @@ def export_partitions(con: duckdb.DuckDBPyConnection, dataset_id: str, folder: s
         partitions, first = [], 0
         for i, (first_id, last_id, n) in enumerate(ranges):
             part = folder / f"part-{i:0{digits}d}"
+            files = {table: part / f"{table}.parquet" for table in TABLE_ROWS}
+            linked = [path for path in (part, *files.values()) if path.is_symlink()]
+            if linked:  # a copy through it would write wherever the link points
+                raise ValueError(f"{linked[0]} is a link; remove it or choose another folder for the partitions")
             part.mkdir(parents=True, exist_ok=True)
             bounds = {"dataset": dataset_id, "first": first_id, "last": last_id}
-            files = {table: part / f"{table}.parquet" for table in TABLE_ROWS}
             for table, sql in TABLE_ROWS.items():
                 params = {name: value for name, value in bounds.items() if f"${name}" in sql}
                 con.execute(f"COPY ({sql}) TO {_sql_text(files[table])} (FORMAT parquet)", params)
             partitions.append(Partition(dataset_id, part, files, first, n, first_id, last_id))
             first += n
     return partitions
+
+
+def export_store(db: str | Path, dataset_id: str, folder: str | Path, count: int) -> list[Partition]:
+    """`export_partitions` of the store at `db`, opened for it (EXPORT_CONFIG) and closed afterwards."""
+    con = duckdb.connect(str(db), read_only=True, config=dict(EXPORT_CONFIG))
+    try:
+        return export_partitions(con, dataset_id, folder, count)
+    finally:
+        con.close()
 
 
 def open_partition(partition: Partition) -> duckdb.DuckDBPyConnection:

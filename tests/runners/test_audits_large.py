@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from audit_core.errors import InputError
@@ -15,7 +14,7 @@ from audit_core.selection.partials import SUM_TOLERANCE
 from audit_core.selection.partitioned import LocalWorkers, PartitionWorker, audit_partitions
 from audit_core.stats.resampling import Resampling
 from audit_core.store import audit_cache
-from audit_core.store.partitions import EXPORT_CONFIG, export_partitions
+from audit_core.store.partitions import export_store
 from benchmarks.synthetic import build_synthetic_db
 from runners.audits import run_audits
 from tests.support.frames import assert_frames_close
@@ -34,11 +33,7 @@ def in_partitions(folder: Path, asked: list):
 
     def audit_large(db, dataset, n_prompts, resampling, pool, by):
         asked.append(n_prompts)
-        con = duckdb.connect(str(db), read_only=True, config=dict(EXPORT_CONFIG))
-        try:
-            parts = export_partitions(con, dataset, folder, 3)
-        finally:
-            con.close()
+        parts = export_store(db, dataset, folder, 3)
         return audit_partitions(LocalWorkers([PartitionWorker(p, pool) for p in parts]), dataset, resampling, by)
 
     return audit_large

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from audit_core import store
@@ -19,7 +18,7 @@ from audit_core.selection.partials import SUM_TOLERANCE
 from audit_core.selection.partitioned.audit import LocalWorkers, audit_partitions
 from audit_core.selection.partitioned.worker import PartitionWorker
 from audit_core.stats.resampling import Resampling
-from audit_core.store.partitions import EXPORT_CONFIG, export_partitions
+from audit_core.store.partitions import export_store
 from tests.support.debiased import stored_calls
 from tests.support.frames import assert_frames_close
 
@@ -28,12 +27,7 @@ RESAMPLING = Resampling(200, 3)
 
 def partitioned(db: Path, dataset: str, folder: Path, count: int) -> LocalWorkers:
     """Workers on `count` partitions of the dataset, exported into `folder`."""
-    con = duckdb.connect(str(db), read_only=True, config=dict(EXPORT_CONFIG))
-    try:
-        parts = export_partitions(con, dataset, folder, count)
-    finally:
-        con.close()
-    return LocalWorkers([PartitionWorker(part) for part in parts])
+    return LocalWorkers([PartitionWorker(part) for part in export_store(db, dataset, folder, count)])
 
 
 def call_texts(db: Path, dataset: str):

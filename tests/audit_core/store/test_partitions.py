@@ -17,7 +17,7 @@ import pytest
 from audit_core import store
 from audit_core.selection.data import SelectionData, load_selection_data
 from audit_core.selection.debiased.calls import OrderedCalls, load_ordered_calls
-from audit_core.store.partitions import EXPORT_CONFIG, Partition, export_partitions, open_partition
+from audit_core.store.partitions import EXPORT_CONFIG, Partition, export_partitions, export_store, open_partition
 from benchmarks.synthetic import build_synthetic_db
 from tests.support.snapshots import snapshot
 
@@ -191,6 +191,18 @@ def test_a_reader_and_a_folder_that_reads_as_a_pattern_are_refused(demo_study, t
     finally:
         con.close()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("linked", ["part-0001", "part-0001/calls.parquet"])
+def test_a_link_in_a_partitions_place_is_refused_and_nothing_is_written_through_it(demo_study, tmp_path, linked):
+    db, dataset = demo_study
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "parts" / linked).parent.mkdir(parents=True)
+    (tmp_path / "parts" / linked).symlink_to(outside / "target", target_is_directory=not linked.endswith("parquet"))
+    with pytest.raises(ValueError, match="is a link"):
+        export_store(db, dataset, tmp_path / "parts", 2)
+    assert list(outside.iterdir()) == []
 
 
 def test_nothing_is_written_into_the_store(synthetic_study, tmp_path):
