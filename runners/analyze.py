@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="--engine ray: write the study's Parquet partitions here and keep them (a folder every "
                              "node reads; default a temporary folder, removed afterwards)")
     parser.add_argument("--partitions", type=non_negative, metavar="N",
-                        help="--engine ray: Parquet files to split the prompts into (default one per 250,000)")
+                        help="--engine ray: partitions of the prompts, one actor each (default one per 250,000)")
     parser.add_argument("--cache-only", action="store_true",
                         help="only compute the audits into the cache beside the database (what the app opens), "
                              "writing no files")

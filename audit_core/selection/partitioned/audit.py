@@ -50,6 +50,7 @@ from audit_core.selection.slice_summaries import cut_points, slice_layout
 from audit_core.selection.slices import check_slice_columns
 from audit_core.stats.order_statistics import CountPass
 from audit_core.stats.resampling import Resampling
+from audit_core.store.database import PROMPT_COLUMNS
 from audit_core.store.schema import ERROR_OUTCOMES
 
 
@@ -86,7 +87,7 @@ def audit_partitions(workers: Workers, dataset_id: str, resampling: Resampling, 
     `audit.audit_selection` makes it above `poisson.POISSON_ABOVE` prompts given the judges' ordered calls
     and the calls that carry text. InputError naming an unknown `by` column, before any pass over the
     prompts."""
-    check_slice_columns(workers.map("columns")[0], by)
+    check_slice_columns(PROMPT_COLUMNS, by)
     shape = reduce(lambda a, b: a | b, workers.map("shape"))
     workers.map("pad", shape)
     median, cuts = cut_points(count_pass(workers, "disagreement"), count_pass(workers, "range"))

@@ -89,10 +89,6 @@ class PartitionWorker:
         finally:
             con.close()
 
-    def columns(self) -> list[str]:
-        """The prompts table's columns (every partition's are the study's)."""
-        return list(self.data.prompts.columns)
-
     def values(self, name: str) -> np.ndarray:
         """The per-prompt values whose order statistics the driver asks for: "range" and "disagreement"
         (`slice_summaries.range_values`, `disagreement_values`), "seconds/<judge>" (its calls' seconds)."""
